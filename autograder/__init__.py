@@ -1,0 +1,13 @@
+"""vision-autograder: Otter-based grading for a deep-learning course's vision labs.
+
+Subpackages and modules:
+
+* :mod:`autograder.checks` — layered checks for students' answers (defined,
+  type, shape, dtype, values) and the per-assignment hidden-test helpers;
+* :mod:`autograder.data` — Fashion-MNIST, found on disk or downloaded;
+* :mod:`autograder.build` — master notebook to student version and autograder zip;
+* :mod:`autograder.grade` — grading submissions with the autograder zip;
+* :mod:`autograder.cli` — ``python -m autograder build|grade|demo|train``.
+"""
+
+__version__ = "0.1.0"

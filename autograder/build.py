@@ -1,0 +1,132 @@
+"""Build an assignment: master notebook -> student version + Gradescope autograder zip.
+
+``build_assignment("where_mlps_fail")`` copies ``assignments/<name>/`` into a
+scratch folder, writes the top-level ``otter_config.json`` into the master
+notebook's ``generate`` setting (one grading configuration for every
+assignment), runs ``otter assign``, and then
+
+* replaces ``student_template/<name>/`` with Otter's student version
+  (notebook plus support files), normalised so that building twice writes the
+  same bytes;
+* copies Otter's timestamped autograder zip to ``build/<name>/autograder.zip``;
+* keeps Otter's solution notebook as ``build/<name>/solution.ipynb``.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import nbformat
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+ASSIGNMENTS = REPO / "assignments"
+STUDENT_TEMPLATE = REPO / "student_template"
+BUILD = REPO / "build"
+OTTER_CONFIG = REPO / "otter_config.json"
+CONFIG_MARK = "# ASSIGNMENT CONFIG"
+
+
+class BuildError(RuntimeError):
+    """``otter assign`` failed, or the assignment folder is not laid out as expected."""
+
+
+@dataclass(frozen=True)
+class BuiltAssignment:
+    """Where a build put its outputs (all absolute paths)."""
+
+    name: str
+    student_dir: Path
+    autograder_zip: Path
+    solution: Path
+
+
+def available() -> list[str]:
+    """Assignment names: folders of ``assignments/`` holding ``<name>.ipynb``."""
+    return sorted(p.name for p in ASSIGNMENTS.iterdir() if (p / f"{p.name}.ipynb").is_file())
+
+
+def master_notebook(name: str) -> Path:
+    """``assignments/<name>/<name>.ipynb``; raises :class:`BuildError` naming the choices."""
+    path = ASSIGNMENTS / name / f"{name}.ipynb"
+    if not path.is_file():
+        raise BuildError(f"no master notebook {path.relative_to(REPO)}; assignments: {', '.join(available())}")
+    return path
+
+
+def _inject_grading_config(nb: nbformat.NotebookNode, config: dict) -> None:
+    """Set the ASSIGNMENT CONFIG cell's ``generate`` to ``config`` (the top-level otter_config.json)."""
+    for cell in nb.cells:
+        if cell.cell_type == "raw" and cell.source.lstrip().startswith(CONFIG_MARK):
+            settings = yaml.safe_load(cell.source.split("\n", 1)[1]) or {}
+            settings["generate"] = config
+            cell.source = CONFIG_MARK + "\n" + yaml.safe_dump(settings, sort_keys=False)
+            return
+    raise BuildError(f"the master notebook has no raw cell starting with {CONFIG_MARK!r}")
+
+
+def normalise_notebook(path: Path) -> None:
+    """Rewrite ``path`` with stable cell ids and no execution state, so builds are byte-stable."""
+    nb = nbformat.read(path, as_version=4)
+    for i, cell in enumerate(nb.cells):
+        cell["id"] = f"cell-{i:03d}"
+        if cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [], None
+        cell.metadata.pop("execution", None)
+    nbformat.write(nb, path)
+
+
+def build_assignment(name: str, run_tests: bool = True, quiet: bool = True) -> BuiltAssignment:
+    """Run ``otter assign`` on ``assignments/<name>/<name>.ipynb``.
+
+    Args:
+        name: the assignment id, e.g. ``"where_mlps_fail"``.
+        run_tests: let ``otter assign`` execute the solution against every
+            test (public and hidden) before writing the outputs; it fails
+            the build if any test fails. Costs one notebook run.
+        quiet: hide Otter's log unless it fails.
+
+    Returns:
+        :class:`BuiltAssignment` with the student folder, zip and solution.
+
+    Raises:
+        BuildError: the master notebook is missing or ``otter assign`` failed;
+            the message carries Otter's output.
+    """
+    master = master_notebook(name)
+    out = BUILD / name
+    scratch = out / "master"
+    dist = out / "dist"
+    shutil.rmtree(out, ignore_errors=True)
+    shutil.copytree(master.parent, scratch, ignore=shutil.ignore_patterns("__pycache__", "examples", "*.md"))
+    nb = nbformat.read(master, as_version=4)
+    _inject_grading_config(nb, json.loads(OTTER_CONFIG.read_text()))
+    nbformat.write(nb, scratch / master.name)
+
+    command = [sys.executable, "-m", "otter", "assign", master.name, str(dist)]
+    if not run_tests:
+        command.append("--no-run-tests")
+    proc = subprocess.run(command, cwd=scratch, capture_output=True, text=True)
+    if proc.returncode != 0 or not (dist / "student").is_dir():
+        raise BuildError(f"otter assign failed for {name} (exit {proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    if not quiet:
+        print(proc.stdout, proc.stderr, sep="\n")
+
+    zips = sorted((dist / "autograder").glob(f"{name}-autograder_*.zip"))
+    if len(zips) != 1:
+        raise BuildError(f"expected one autograder zip in {dist / 'autograder'}, found {len(zips)}")
+    autograder_zip = out / "autograder.zip"
+    shutil.copyfile(zips[0], autograder_zip)
+    solution = out / "solution.ipynb"
+    shutil.copyfile(dist / "autograder" / master.name, solution)
+
+    student_dir = STUDENT_TEMPLATE / name
+    shutil.rmtree(student_dir, ignore_errors=True)
+    shutil.copytree(dist / "student", student_dir)
+    normalise_notebook(student_dir / master.name)
+    return BuiltAssignment(name, student_dir, autograder_zip, solution)

@@ -1,0 +1,248 @@
+"""Layered checks for students' answers, shared by every hidden and public test.
+
+A check walks the layers in order and stops at the first that fails:
+defined, type, shape, dtype, finite values, then values. Each layer raises
+:class:`CheckFailure` (an ``AssertionError``) with a message that names the
+student's variable and what is wrong with it. Messages never contain the
+expected value: a hidden test may report *that* an answer is off and by how
+many elements, never *what* it should have been.
+
+Value comparisons follow ``torch.testing.assert_close``: ``|actual - expected|
+<= atol + rtol * |expected|`` elementwise, NaN never equal.
+"""
+
+from __future__ import annotations
+
+import math
+from numbers import Real
+from typing import Any, Callable, Iterable
+
+import numpy as np
+import torch
+
+__all__ = [
+    "CheckFailure",
+    "MISSING",
+    "expect_defined",
+    "expect_type",
+    "expect_callable",
+    "expect_tensor",
+    "expect_number",
+    "expect_int",
+    "expect_bool",
+    "expect_close",
+    "expect_equal",
+    "expect_sequence",
+    "call_student",
+    "plain",
+]
+
+
+class CheckFailure(AssertionError):
+    """A student's answer failed one layer of a check. The message is student-facing."""
+
+
+class _Missing:
+    def __repr__(self) -> str:  # pragma: no cover - cosmetic
+        return "MISSING"
+
+
+#: Stands for "the notebook never defined this name". Otter passes ``None``
+#: for an undefined name, so ``None`` is treated as missing as well.
+MISSING = _Missing()
+
+
+def _describe_type(value: Any) -> str:
+    if isinstance(value, torch.Tensor):
+        return f"a tensor of shape {tuple(value.shape)} and dtype {value.dtype}"
+    if isinstance(value, np.ndarray):
+        return f"a NumPy array of shape {value.shape} and dtype {value.dtype}"
+    return f"a {type(value).__name__}"
+
+
+def expect_defined(name: str, value: Any) -> Any:
+    """Fail when ``value`` is missing (``None`` or :data:`MISSING`); else return it."""
+    if value is None or value is MISSING:
+        raise CheckFailure(f"`{name}` is not defined: run the cell that defines it, and keep the name `{name}`.")
+    return value
+
+
+def expect_type(name: str, value: Any, types: type | tuple[type, ...], what: str | None = None) -> Any:
+    """Fail unless ``value`` is defined and an instance of ``types``.
+
+    ``what`` is how the message names the expected type ("a tensor").
+    ``bool`` is never accepted where a number is asked for.
+    """
+    expect_defined(name, value)
+    ok = isinstance(value, types) and not (isinstance(value, bool) and bool not in _as_tuple(types))
+    if not ok:
+        wanted = what or " or ".join(t.__name__ for t in _as_tuple(types))
+        raise CheckFailure(f"`{name}` should be {wanted}, but it is {_describe_type(value)}.")
+    return value
+
+
+def _as_tuple(types: type | tuple[type, ...]) -> tuple[type, ...]:
+    return types if isinstance(types, tuple) else (types,)
+
+
+def expect_callable(name: str, value: Any) -> Callable:
+    """Fail unless ``value`` is a function (anything callable)."""
+    expect_defined(name, value)
+    if not callable(value):
+        raise CheckFailure(f"`{name}` should be a function, but it is {_describe_type(value)}.")
+    return value
+
+
+def expect_tensor(
+    name: str,
+    value: Any,
+    shape: Iterable[int] | None = None,
+    dtype: torch.dtype | None = None,
+    finite: bool = True,
+    requires_grad: bool | None = False,
+) -> torch.Tensor:
+    """Check a tensor answer layer by layer: defined, type, shape, dtype, finite, grad.
+
+    Args:
+        name: the student's variable name, as the message shows it.
+        value: the student's answer.
+        shape: the expected shape, e.g. ``(1, 1, 26, 26)``; ``None`` skips.
+        dtype: the expected dtype, e.g. ``torch.float32``; ``None`` skips.
+        finite: fail on NaN or infinite entries (floating tensors only).
+        requires_grad: ``False`` asks for a tensor cut from autograd
+            (``.detach()`` or ``torch.no_grad()``); ``None`` skips.
+
+    Raises:
+        CheckFailure: the first layer that fails, naming ``name``.
+    """
+    expect_defined(name, value)
+    if not isinstance(value, torch.Tensor):
+        hint = " Convert it with torch.tensor(...) or torch.from_numpy(...)." if isinstance(value, (list, tuple, np.ndarray)) else ""
+        raise CheckFailure(f"`{name}` should be a torch tensor, but it is {_describe_type(value)}.{hint}")
+    if shape is not None and tuple(value.shape) != tuple(shape):
+        raise CheckFailure(f"`{name}` has shape {tuple(value.shape)}, but it should have shape {tuple(shape)}.")
+    if dtype is not None and value.dtype != dtype:
+        raise CheckFailure(f"`{name}` has dtype {value.dtype}, but it should have dtype {dtype}.")
+    if finite and value.is_floating_point() and not bool(torch.isfinite(value).all()):
+        bad = int((~torch.isfinite(value)).sum())
+        raise CheckFailure(f"`{name}` holds {bad} NaN or infinite value(s).")
+    if requires_grad is False and value.requires_grad:
+        raise CheckFailure(f"`{name}` still requires grad: compute it under torch.no_grad() or call .detach().")
+    return value
+
+
+def expect_number(name: str, value: Any, expected: float | None = None, abs_tol: float = 0.0,
+                  rel_tol: float = 0.0) -> float:
+    """Check a real-number answer (int, float, NumPy scalar or one-element tensor).
+
+    With ``expected`` given, fail unless ``|value - expected| <= max(abs_tol,
+    rel_tol * |expected|)``. The message says the value is off, not by how much.
+    """
+    number = plain(name, value)
+    if isinstance(number, bool) or not isinstance(number, Real):
+        raise CheckFailure(f"`{name}` should be a number, but it is {_describe_type(value)}.")
+    number = float(number)
+    if not math.isfinite(number):
+        raise CheckFailure(f"`{name}` is {number}, not a finite number.")
+    if expected is not None and abs(number - expected) > max(abs_tol, rel_tol * abs(expected)):
+        raise CheckFailure(f"`{name}` has the right type but the wrong value.")
+    return number
+
+
+def expect_int(name: str, value: Any, expected: int | None = None) -> int:
+    """Check a whole-number answer; with ``expected``, it must equal it exactly."""
+    number = plain(name, value)
+    if isinstance(number, bool) or not isinstance(number, (int, np.integer)):
+        if isinstance(number, float) and number.is_integer():
+            number = int(number)
+        else:
+            raise CheckFailure(f"`{name}` should be a whole number (int), but it is {_describe_type(value)}.")
+    number = int(number)
+    if expected is not None and number != expected:
+        raise CheckFailure(f"`{name}` has the right type but the wrong value.")
+    return number
+
+
+def expect_bool(name: str, value: Any, expected: bool | None = None) -> bool:
+    """Check a True/False answer (``bool``, NumPy bool or one-element bool tensor)."""
+    flag = plain(name, value)
+    if not isinstance(flag, (bool, np.bool_)):
+        raise CheckFailure(f"`{name}` should be True or False, but it is {_describe_type(value)}.")
+    if expected is not None and bool(flag) != expected:
+        raise CheckFailure(f"`{name}` has the right type but the wrong value.")
+    return bool(flag)
+
+
+def plain(name: str, value: Any) -> Any:
+    """A one-element tensor or NumPy scalar as a Python scalar; other values unchanged."""
+    expect_defined(name, value)
+    if isinstance(value, torch.Tensor):
+        if value.numel() != 1:
+            raise CheckFailure(f"`{name}` should be a single number, but it is {_describe_type(value)}.")
+        return value.item()
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def expect_close(name: str, actual: torch.Tensor, expected: torch.Tensor, *, rtol: float, atol: float,
+                 where: str = "") -> None:
+    """Compare values with ``torch.testing.assert_close`` semantics, message without values.
+
+    ``actual`` must already have passed :func:`expect_tensor`; ``expected`` is
+    cast to its dtype. ``where`` narrows the message ("on the columns both
+    maps hold"). Raises :class:`CheckFailure` naming how many elements differ.
+    """
+    expected = expected.to(actual.dtype) if expected.dtype != actual.dtype else expected
+    if actual.shape != expected.shape:
+        raise CheckFailure(f"`{name}` has shape {tuple(actual.shape)}, but it should have shape {tuple(expected.shape)}.")
+    close = torch.isclose(actual.detach(), expected.detach(), rtol=rtol, atol=atol)
+    if not bool(close.all()):
+        bad, total = int((~close).sum()), close.numel()
+        place = f" {where}" if where else ""
+        raise CheckFailure(f"`{name}` has the right shape and dtype, but {bad} of its {total} values{place} "
+                           f"are wrong (tolerance atol={atol:g}, rtol={rtol:g}).")
+
+
+def expect_equal(name: str, actual: Any, expected: Any) -> None:
+    """Exact equality for tensors (``torch.equal``), tuples, lists and scalars."""
+    if isinstance(expected, torch.Tensor):
+        expect_tensor(name, actual, shape=expected.shape, dtype=expected.dtype, finite=False, requires_grad=None)
+        if not torch.equal(actual, expected):
+            bad = int((actual != expected).sum())
+            raise CheckFailure(f"`{name}` has the right shape and dtype, but {bad} of its {actual.numel()} values are wrong.")
+        return
+    if actual != expected:
+        raise CheckFailure(f"`{name}` has the wrong value.")
+
+
+def expect_sequence(name: str, value: Any, length: int, kinds: type | tuple[type, ...] = (list, tuple)) -> Any:
+    """Fail unless ``value`` is a list or tuple (or ``kinds``) of ``length`` items."""
+    expect_type(name, value, kinds, what="a " + " or ".join(k.__name__ for k in _as_tuple(kinds)))
+    if len(value) != length:
+        raise CheckFailure(f"`{name}` has {len(value)} items, but it should have {length}.")
+    return value
+
+
+def call_student(name: str, func: Callable, *args: Any, **kwargs: Any) -> Any:
+    """Call the student's function ``name``; turn any exception into a :class:`CheckFailure`.
+
+    The message shows the call's argument shapes (not values) and the
+    student's exception, so the student can reproduce it.
+    """
+    expect_callable(name, func)
+    try:
+        return func(*args, **kwargs)
+    except CheckFailure:
+        raise
+    except Exception as err:  # the student's code may raise anything
+        shown = ", ".join([_short(a) for a in args] + [f"{k}={_short(v)}" for k, v in kwargs.items()])
+        raise CheckFailure(f"`{name}({shown})` raised {type(err).__name__}: {err}") from None
+
+
+def _short(value: Any) -> str:
+    if isinstance(value, torch.Tensor):
+        return f"<tensor {tuple(value.shape)} {str(value.dtype).replace('torch.', '')}>"
+    if isinstance(value, (int, float, bool, str)) or value is None:
+        return repr(value)
+    return f"<{type(value).__name__}>"

@@ -1,0 +1,59 @@
+"""Hypothesis settings and strategies for property-based hidden tests.
+
+Grading must be repeatable: a regrade gives the same score and the same
+message. So every property test here is derandomized (its examples are a
+function of the test's source), keeps no example database, has no deadline
+(the student's function may be slow on the first call) and is bounded in
+examples, which bounds its time.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+
+from autograder.checks import CheckFailure
+
+#: Derandomized and bounded: the same examples on every run, no database.
+GRADING = settings(
+    derandomize=True,
+    database=None,
+    deadline=None,
+    max_examples=40,
+    print_blob=False,
+    phases=(Phase.explicit, Phase.generate, Phase.shrink),
+    suppress_health_check=list(HealthCheck),
+)
+
+
+def seeded_images(draw, shape: tuple[int, ...], lit_fraction: float = 0.6) -> torch.Tensor:
+    """A float32 image batch of ``shape`` in [0, 1] with about ``lit_fraction`` lit pixels.
+
+    Drawn from a torch generator seeded by Hypothesis, so a shrunk example
+    is still a small, reproducible tensor. Pixels are exact multiples of
+    1/255, like Fashion-MNIST's.
+    """
+    seed = draw(st.integers(0, 2**31 - 1))
+    gen = torch.Generator().manual_seed(seed)
+    levels = torch.randint(1, 256, shape, generator=gen).to(torch.float32) / 255
+    lit = torch.rand(shape, generator=gen) < lit_fraction
+    return levels * lit
+
+
+def run_property(test: Callable[[], None]) -> None:
+    """Run a ``@given`` test under :data:`GRADING`, keeping only the student-facing message.
+
+    Hypothesis shrinks a failure to a small input and re-raises the
+    :class:`CheckFailure` that input caused; anything else the property
+    raised is the grader's own bug and propagates unchanged.
+    """
+    try:
+        GRADING(test)()
+    except CheckFailure as failure:
+        raise CheckFailure(str(failure)) from None
+
+
+__all__ = ["GRADING", "given", "st", "seeded_images", "run_property"]
