@@ -81,7 +81,8 @@ def normalise_notebook(path: Path) -> None:
     nbformat.write(nb, path)
 
 
-def build_assignment(name: str, run_tests: bool = True, quiet: bool = True) -> BuiltAssignment:
+def build_assignment(name: str, run_tests: bool = True, quiet: bool = True, build_root: Path = BUILD,
+                     student_root: Path = STUDENT_TEMPLATE) -> BuiltAssignment:
     """Run ``otter assign`` on ``assignments/<name>/<name>.ipynb``.
 
     Args:
@@ -90,6 +91,9 @@ def build_assignment(name: str, run_tests: bool = True, quiet: bool = True) -> B
             test (public and hidden) before writing the outputs; it fails
             the build if any test fails. Costs one notebook run.
         quiet: hide Otter's log unless it fails.
+        build_root: where ``<name>/autograder.zip`` goes (default ``build/``).
+        student_root: where ``<name>/`` of the student version goes
+            (default ``student_template/``, the committed copy).
 
     Returns:
         :class:`BuiltAssignment` with the student folder, zip and solution.
@@ -99,7 +103,7 @@ def build_assignment(name: str, run_tests: bool = True, quiet: bool = True) -> B
             the message carries Otter's output.
     """
     master = master_notebook(name)
-    out = BUILD / name
+    out = Path(build_root) / name
     scratch = out / "master"
     dist = out / "dist"
     shutil.rmtree(out, ignore_errors=True)
@@ -125,7 +129,7 @@ def build_assignment(name: str, run_tests: bool = True, quiet: bool = True) -> B
     solution = out / "solution.ipynb"
     shutil.copyfile(dist / "autograder" / master.name, solution)
 
-    student_dir = STUDENT_TEMPLATE / name
+    student_dir = Path(student_root) / name
     shutil.rmtree(student_dir, ignore_errors=True)
     shutil.copytree(dist / "student", student_dir)
     normalise_notebook(student_dir / master.name)

@@ -64,6 +64,8 @@ def expect_defined(name: str, value: Any) -> Any:
     """Fail when ``value`` is missing (``None`` or :data:`MISSING`); else return it."""
     if value is None or value is MISSING:
         raise CheckFailure(f"`{name}` is not defined: run the cell that defines it, and keep the name `{name}`.")
+    if value is Ellipsis:
+        raise CheckFailure(f"`{name}` is still `...`: replace the placeholder with your answer.")
     return value
 
 
@@ -231,13 +233,16 @@ def call_student(name: str, func: Callable, *args: Any, **kwargs: Any) -> Any:
     student's exception, so the student can reproduce it.
     """
     expect_callable(name, func)
+    shown = ", ".join([_short(a) for a in args] + [f"{k}={_short(v)}" for k, v in kwargs.items()])
     try:
-        return func(*args, **kwargs)
+        result = func(*args, **kwargs)
     except CheckFailure:
         raise
     except Exception as err:  # the student's code may raise anything
-        shown = ", ".join([_short(a) for a in args] + [f"{k}={_short(v)}" for k, v in kwargs.items()])
         raise CheckFailure(f"`{name}({shown})` raised {type(err).__name__}: {err}") from None
+    if result is None or result is Ellipsis:
+        raise CheckFailure(f"`{name}({shown})` returned {result!r}: does `{name}` end with a `return`?")
+    return result
 
 
 def _short(value: Any) -> str:
