@@ -48,6 +48,9 @@ def test_solution_scores_full_marks(graded):
     assert actual.error is None, actual.error
     expected = {q: (float(p), float(p)) for q, p in EXPECTED_POINTS.items()}
     assert actual.scores == expected, f"solution lost points: {actual.scores}"
+    results = json.loads(actual.results_path.read_text())
+    public = next(t for t in results["tests"] if t["name"] == "Public Tests")
+    assert public.get("status") == "passed", f"the solution fails a public test: {public.get('output')}"
 
 
 def test_blank_student_notebook_scores_zero_without_crashing(graded):

