@@ -57,7 +57,8 @@ def _describe_type(value: Any) -> str:
         return f"a tensor of shape {tuple(value.shape)} and dtype {value.dtype}"
     if isinstance(value, np.ndarray):
         return f"a NumPy array of shape {value.shape} and dtype {value.dtype}"
-    return f"a {type(value).__name__}"
+    kind = type(value).__name__
+    return f"{'an' if kind[0].lower() in 'aeiou' else 'a'} {kind}"
 
 
 def expect_defined(name: str, value: Any) -> Any:

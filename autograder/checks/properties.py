@@ -24,6 +24,7 @@ GRADING = settings(
     deadline=None,
     max_examples=40,
     print_blob=False,
+    report_multiple_bugs=False,  # one failure, one student-facing CheckFailure
     phases=(Phase.explicit, Phase.generate, Phase.shrink),
     suppress_health_check=list(HealthCheck),
 )

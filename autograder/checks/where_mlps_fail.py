@@ -77,7 +77,8 @@ def _as_tuple(name: str, value: Any, length: int) -> tuple:
 def check_shape(name: str, value: Any, expected: tuple[int, ...]) -> None:
     """A shape: ``torch.Size`` or a tuple/list of ints, equal to ``expected``."""
     actual = _as_tuple(name, value, len(expected))
-    if tuple(int(v) if not isinstance(v, bool) else v for v in actual) != tuple(expected):
+    sizes = tuple(expect_int(f"{name}[{i}]", v) for i, v in enumerate(actual))
+    if sizes != tuple(expected):
         raise CheckFailure(f"`{name}` has {len(expected)} dimensions, but the wrong sizes.")
 
 
@@ -255,7 +256,10 @@ def check_q2_1(sneaker_moved, class_accuracy, sneaker_landing) -> None:
         expect_number(f"class_accuracy[{cls!r}][1]", pair[1], after, abs_tol=PROBABILITY_TOL)
     expected_landing = a["sneaker_landing"]
     expect_tensor("sneaker_landing", sneaker_landing, shape=expected_landing.shape, finite=False)
-    if sneaker_landing.is_floating_point() or not torch.equal(sneaker_landing.long(), expected_landing):
+    if sneaker_landing.is_floating_point() or sneaker_landing.dtype == torch.bool:
+        raise CheckFailure(f"`sneaker_landing` has dtype {sneaker_landing.dtype}, but it should hold integer counts "
+                           "(torch.bincount gives int64).")
+    if not torch.equal(sneaker_landing.long(), expected_landing):
         raise CheckFailure("`sneaker_landing` has the right shape, but the wrong counts.")
 
 
@@ -463,7 +467,8 @@ def check_q3_6(fig, x, vertical, horizontal) -> None:
     expect_type("fig", fig, Figure, what="a matplotlib Figure (fig, axes = plt.subplots(1, 3))")
     x, vertical, horizontal = _edge_inputs(x, vertical, horizontal)
     if len(fig.axes) != 3:
-        raise CheckFailure(f"`fig` holds {len(fig.axes)} Axes, but it should hold 3: the trousers and the two maps.")
+        raise CheckFailure(f"`fig` holds {len(fig.axes)} Axes, but it should hold 3: the trousers and the two maps "
+                           "(a colorbar is an Axes of its own: leave it out of this figure).")
     images = []
     for i, ax in enumerate(fig.axes):
         if not ax.images:

@@ -1,0 +1,456 @@
+"""Unit tests for the hidden-test helpers in ``autograder/checks/where_mlps_fail.py``.
+
+The check functions are called directly, without Otter: with the reference
+answers and functions they must pass; with one realistic mistake each they
+must raise :class:`CheckFailure` naming the student's variable and never
+showing the expected value. The property checks (Hypothesis, derandomized)
+must catch the classic wrong functions and report the same message on every
+run.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+from torch import nn  # noqa: E402
+
+from autograder.checks import CheckFailure  # noqa: E402
+from autograder.checks import where_mlps_fail as checks  # noqa: E402
+from autograder.checks.properties import GRADING  # noqa: E402
+from reference import where_mlps_fail as ref  # noqa: E402
+
+REFERENCE_FUNCTIONS = {
+    "slide": ref.slide,
+    "peak": ref.peak,
+    "window_sum": ref.window_sum,
+    "compare_shared": ref.compare_shared,
+}
+
+QUESTION_CHECKS = sorted(name for name in dir(checks) if name.startswith("check_q"))
+
+#: The property checks a question check runs on the student's function. They
+#: are tested directly below; the question-level tests replace them by a
+#: recorder (each costs seconds), and check that the student's function is
+#: what the question hands on.
+PROPERTY_CHECKS = {
+    "check_slide_function": "slide",
+    "check_window_sum_function": "window_sum",
+    "check_peak_function": "peak",
+    "check_compare_shared_function": "compare_shared",
+}
+
+
+@pytest.fixture(scope="module")
+def answers() -> dict:
+    """The reference answers (loads the data and the models once per process)."""
+    return ref.answers()
+
+
+def lesson_figure(x, vertical, horizontal, *, shared_scale=True, n_axes=3):
+    """edges.png drawn as the lesson's solution draws it (pyplot, Agg backend).
+
+    ``shared_scale=False`` gives each map its own symmetric scale; ``n_axes``
+    other than 3 adds empty Axes (the trousers shown again in the extras).
+    """
+    edges, flat_edges = F.conv2d(x, vertical), F.conv2d(x, horizontal)
+    fig, axes = plt.subplots(1, n_axes, figsize=(4 * n_axes, 4))
+    axes[0].imshow(x[0, 0], cmap="gray")
+    limit = edges.abs().max().item()
+    for ax, m in ((axes[1], edges), (axes[2], flat_edges)):
+        own = m.abs().max().item()
+        scale = limit if shared_scale else own
+        ax.imshow(m[0, 0], cmap="coolwarm", vmin=-scale, vmax=scale)
+    for ax in axes[3:]:
+        ax.imshow(x[0, 0], cmap="gray")
+    return fig
+
+
+@pytest.fixture
+def property_calls(monkeypatch) -> dict:
+    """Replace the property checks by recorders: ``{function name: the function passed}``."""
+    calls = {}
+    for check_name, function_name in PROPERTY_CHECKS.items():
+        def record(func, _name=function_name):
+            calls[_name] = func
+
+        monkeypatch.setattr(checks, check_name, record)
+    return calls
+
+
+@pytest.fixture
+def figure_factory():
+    """Build lesson figures and close every one of them after the test."""
+    made = []
+
+    def make(*args, **kwargs):
+        fig = lesson_figure(*args, **kwargs)
+        made.append(fig)
+        return fig
+
+    yield make
+    for fig in made:
+        plt.close(fig)
+
+
+def reference_arguments(check, answers, figure_factory) -> dict:
+    """The keyword arguments of ``check`` filled from the reference solution."""
+    kwargs = {}
+    for name in inspect.signature(check).parameters:
+        if name in REFERENCE_FUNCTIONS:
+            kwargs[name] = REFERENCE_FUNCTIONS[name]
+        elif name == "fig":
+            kwargs[name] = figure_factory(answers["x"], answers["vertical"], answers["horizontal"])
+        else:
+            assert name in answers, f"{check.__name__} takes `{name}`, which the reference answers lack"
+            kwargs[name] = answers[name]
+    return kwargs
+
+
+def failure_message(func, *args, **kwargs) -> str:
+    with pytest.raises(CheckFailure) as info:
+        func(*args, **kwargs)
+    return str(info.value)
+
+
+def assert_reveals_nothing(message: str, *values) -> None:
+    """Fail if ``message`` shows any of ``values`` (as repr, or a float to 4 or 3 decimals)."""
+    for value in values:
+        shown = {repr(value)}
+        if isinstance(value, float):
+            shown |= {f"{value:.4f}", f"{value:.3f}"}
+        for text in shown:
+            assert text not in message, f"the message reveals the expected value {text}: {message!r}"
+
+
+# ---------------------------------------------------------------- the reference passes
+
+
+def test_every_question_check_is_covered():
+    actual = set(QUESTION_CHECKS)
+    expected = {f"check_{q}" for q in ("q1_1", "q1_2", "q1_3", "q1_4", "q1_5", "q2_1", "q2_2", "q2_3", "q2_4",
+                                        "q2_5", "q3_1", "q3_2", "q3_3", "q3_4", "q3_5", "q3_6", "q3_7", "q5")}
+    assert actual == expected, f"question checks changed: extra {actual - expected}, missing {expected - actual}"
+
+
+@pytest.mark.parametrize("check_name", QUESTION_CHECKS)
+def test_reference_answers_pass(check_name, answers, figure_factory, property_calls):
+    check = getattr(checks, check_name)
+    kwargs = reference_arguments(check, answers, figure_factory)
+    actual = check(**kwargs)
+    assert actual is None, f"{check_name} should pass the reference solution silently, returned {actual!r}"
+    expected_calls = {name: kwargs[name] for name in REFERENCE_FUNCTIONS if name in kwargs}
+    assert property_calls == expected_calls, \
+        f"{check_name} should run the property check on each function it takes: ran {sorted(property_calls)}"
+
+
+@pytest.mark.parametrize(
+    "check, function",
+    [
+        (checks.check_slide_function, ref.slide),
+        (checks.check_window_sum_function, ref.window_sum),
+        (checks.check_peak_function, ref.peak),
+        (checks.check_compare_shared_function, ref.compare_shared),
+    ],
+    ids=["slide", "window_sum", "peak", "compare_shared"],
+)
+def test_reference_functions_pass_the_property_checks(check, function):
+    actual = check(function)
+    assert actual is None, f"{check.__name__} should pass the reference function, returned {actual!r}"
+
+
+def test_answers_with_a_plain_list_for_a_shape_pass(answers):
+    # torch.Size, tuple or list: all are shapes (the contract accepts each)
+    actual = checks.check_q2_2(answers["conv_parameters"], list(answers["maps_shape"]))
+    assert actual is None, "a list shape should pass like a tuple"
+
+
+# ---------------------------------------------------------------- one realistic mistake per question
+
+
+def _filter3_without_bias(answers) -> float:
+    """Filter 3 at row 12, column 9 of the sneaker, summed by hand but without the bias."""
+    from autograder.data import as_tensors, fashion_mnist
+
+    images, _ = as_tensors(fashion_mnist(train=False))
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(42)
+        conv = nn.Conv2d(1, 16, kernel_size=5)
+    value = (conv.weight[3, 0] * images[9, 0, 12:17, 9:14]).sum().item()
+    assert abs(value - answers["filter3_by_hand"]) > 1e-3, "precondition: the bias should change the sum"
+    return value
+
+
+def _percent(table: dict) -> dict:
+    return {k: tuple(100 * v for v in pair) for k, pair in table.items()}
+
+
+# (check, the argument made wrong, how the wrong value is made from the answers,
+#  the name the message must contain, the expected values it must not show)
+MISTAKES = [
+    ("check_q1_1", "trouser_weight_peak",
+     lambda a: ((a["trouser_weight_peak"][0][1], a["trouser_weight_peak"][0][0]), a["trouser_weight_peak"][1]),
+     "trouser_weight_peak", lambda a: [a["trouser_weight_peak"][0]]),
+    ("check_q1_2", "scrambled_accuracy", lambda a: a["saved_accuracy_on_mixed"],
+     "scrambled_accuracy", lambda a: [a["scrambled_accuracy"]]),
+    ("check_q1_3", "shift_accuracies", lambda a: {k: 100 * v for k, v in a["shift_accuracies"].items()},
+     "shift_accuracies", lambda a: list(a["shift_accuracies"].values())),
+    ("check_q1_4", "slide_accuracy", lambda a: a["shift_accuracies"][(3, 2)],
+     "slide_accuracy", lambda a: [a["slide_accuracy"]]),
+    ("check_q1_5", "falls_further", lambda a: "linear" if a["falls_further"] == "network" else "network",
+     "falls_further", lambda a: [a["falls_further"]]),
+    ("check_q2_1", "class_accuracy", lambda a: _percent(a["class_accuracy"]),
+     "class_accuracy", lambda a: [v for pair in a["class_accuracy"].values() for v in pair]),
+    ("check_q2_2", "maps_shape", lambda a: (1, 16, 28, 28),
+     "maps_shape", lambda a: [tuple(a["maps_shape"])]),
+    ("check_q2_3", "filter3_by_hand", _filter3_without_bias,
+     "filter3_by_hand", lambda a: [a["filter3_by_hand"]]),
+    ("check_q2_4", "down_whole_height", lambda a: not a["down_whole_height"],
+     "down_whole_height", lambda a: []),
+    ("check_q2_5", "cost_table", lambda a: [(s, s * s * 10, p, m) for s, _, p, m in a["cost_table"]],
+     "cost_table", lambda a: [a["cost_table"][0][1], a["cost_table"][0]]),
+    ("check_q3_1", "vertical", lambda a: -a["vertical"],
+     "vertical", lambda a: []),
+    ("check_q3_2", "edges", lambda a: F.conv2d(a["x"], a["vertical"], padding=1),
+     "edges", lambda a: [a["edges_peak"][1], a["edges_peak"][3]]),
+    ("check_q3_3", "edges_move_with", lambda a: not a["edges_move_with"],
+     "edges_move_with", lambda a: []),
+    ("check_q3_4", "padded_shape", lambda a: (1, 1, 26, 26),
+     "padded_shape", lambda a: [tuple(a["padded_shape"])]),
+    ("check_q3_5", "absolute_sums", lambda a: tuple(reversed(a["absolute_sums"])),
+     "absolute_sums", lambda a: []),  # the swapped pair holds the expected numbers; the message shows neither
+    ("check_q3_7", "trouser_verdicts", lambda a: [(c, round(p, 3)) for c, p in a["trouser_verdicts"]],
+     "trouser_verdicts", lambda a: [p for _, p in a["trouser_verdicts"]]),
+    ("check_q5", "counts", lambda a: a["counts"][::2],
+     "counts", lambda a: [a["counts"], a["total_count"]]),
+]
+
+
+def test_every_question_has_a_mistake():
+    actual = {m[0] for m in MISTAKES} | {"check_q3_6"}  # q3_6 has its own tests below
+    expected = set(QUESTION_CHECKS)
+    assert actual == expected, f"questions without a mistake test: {expected - actual}"
+
+
+@pytest.mark.parametrize("check_name, argument, make_wrong, named, hidden", MISTAKES,
+                         ids=[f"{m[0]}-{m[1]}" for m in MISTAKES])
+def test_a_realistic_mistake_fails_naming_the_variable(check_name, argument, make_wrong, named, hidden, answers,
+                                                        figure_factory, property_calls):
+    check = getattr(checks, check_name)
+    kwargs = reference_arguments(check, answers, figure_factory)
+    kwargs[argument] = make_wrong(answers)
+    actual = failure_message(check, **kwargs)
+    assert f"`{named}" in actual, f"{check_name} with a wrong `{argument}`: the message should name it: {actual!r}"
+    assert "tensor(" not in actual, f"the message prints a tensor: {actual!r}"
+    expected_hidden = [v for v in hidden(answers) if not isinstance(v, bool)]
+    assert_reveals_nothing(actual, *expected_hidden)
+
+
+def test_q3_later_parts_carry_a_wrong_filter_forward(answers, property_calls):
+    # a sign-flipped vertical costs q3_1 only: edges computed from it pass q3_2
+    vertical = -answers["vertical"]
+    edges = F.conv2d(answers["x"], vertical)
+    actual = checks.check_q3_2(ref.peak, edges, ref.peak(edges), answers["x"], vertical, answers["horizontal"])
+    assert actual is None, "q3_2 should grade the student's edges against the student's own filter"
+    expected_message = failure_message(checks.check_q3_2, ref.peak, edges, ref.peak(edges), answers["x"],
+                                       answers["vertical"], answers["horizontal"])
+    assert "`edges`" in expected_message, f"the same edges against the reference filter must fail: {expected_message!r}"
+
+
+# ---------------------------------------------------------------- property checks against wrong functions
+
+
+class Recorder:
+    """A student's function that remembers the arguments of its last call."""
+
+    def __init__(self, func):
+        self.func = func
+        self.last = None
+
+    def __call__(self, *args):
+        self.last = tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in args)
+        return self.func(*args)
+
+
+def rolled(x, pixels):
+    return torch.roll(x, shifts=pixels, dims=3)
+
+
+def slid_in_place(x, pixels):
+    x[..., pixels:] = x[..., :-pixels].clone()
+    x[..., :pixels] = 0
+    return x
+
+
+def window_sum_flipped(image, kernel, bias, row, col):
+    k = kernel.shape[0]
+    return ((kernel.flip(0, 1) * image[row:row + k, col:col + k]).sum() + bias).item()
+
+
+def window_sum_without_bias(image, kernel, bias, row, col):
+    k = kernel.shape[0]
+    return (kernel * image[row:row + k, col:col + k]).sum().item()
+
+
+def peak_swapped(m):
+    (r1, c1), high, (r2, c2), low = ref.peak(m)
+    return (c1, r1), high, (c2, r2), low
+
+
+def compare_whole_width(maps_moved, maps, pixels):
+    return bool(torch.allclose(maps_moved, maps))
+
+
+def test_slide_with_torch_roll_fails():
+    student = Recorder(rolled)
+    actual = failure_message(checks.check_slide_function, student)
+    assert actual.startswith("`slide(x, "), f"the message should name slide and its call: {actual!r}"
+    assert "black" in actual, f"the message should say the left columns must be black: {actual!r}"
+    x, pixels = student.last
+    expected = ref.slide(x, pixels)
+    assert f"slide(x, {pixels})" in actual and f"{tuple(x.shape)}" in actual, \
+        f"the message should show the failing call, slide(x, {pixels}) for x of shape {tuple(x.shape)}: {actual!r}"
+    assert "tensor(" not in actual, f"the message prints a tensor: {actual!r}"
+    assert_reveals_nothing(actual, *[float(v) for v in expected.flatten() if v != 0])
+
+
+def test_slide_that_changes_its_input_fails():
+    actual = failure_message(checks.check_slide_function, slid_in_place)
+    expected = "`slide` changed its input x in place"
+    assert actual.startswith(expected), f"expected {expected!r}, got {actual!r}"
+
+
+@pytest.mark.parametrize("wrong", [window_sum_flipped, window_sum_without_bias], ids=["flipped kernel", "no bias"])
+def test_window_sum_mistakes_fail(wrong):
+    student = Recorder(wrong)
+    actual = failure_message(checks.check_window_sum_function, student)
+    assert actual.startswith("`window_sum(image of shape"), f"the message should name window_sum: {actual!r}"
+    assert "not flipped" in actual and "plus the bias" in actual, f"the message should say what is summed: {actual!r}"
+    image, kernel, bias, row, col = student.last
+    assert f"bias={bias}, row={row}, col={col}" in actual, \
+        f"the message should show the failing call's bias, row and col ({bias}, {row}, {col}): {actual!r}"
+    expected = ref.window_sum(image, kernel, bias, row, col)
+    assert abs(wrong(image, kernel, bias, row, col) - expected) > checks.WINDOW_TOL, \
+        "the recorded call should be the failing example"
+    assert_reveals_nothing(actual, expected, round(expected, 4))
+
+
+def test_peak_with_row_and_column_swapped_fails():
+    student = Recorder(peak_swapped)
+    actual = failure_message(checks.check_peak_function, student)
+    assert actual.startswith("`peak(m) for m of shape"), f"the message should name peak: {actual!r}"
+    assert "(row, column) is wrong" in actual, f"the message should blame the position: {actual!r}"
+    (m,) = student.last
+    expected = ref.peak(m)
+    assert peak_swapped(m) != expected, "the recorded call should be the failing example"
+    assert_reveals_nothing(actual, expected, expected[0], expected[2], expected[1], expected[3])
+
+
+def test_compare_shared_over_the_whole_width_fails():
+    student = Recorder(compare_whole_width)
+    actual = failure_message(checks.check_compare_shared_function, student)
+    assert actual.startswith("`compare_shared(maps_moved, maps, "), f"the message should name compare_shared: {actual!r}"
+    assert "columns both maps hold" in actual, f"the message should say which columns to compare: {actual!r}"
+    maps_moved, maps, pixels = student.last
+    assert f"compare_shared(maps_moved, maps, {pixels})" in actual, \
+        f"the message should show the failing call's pixels ({pixels}): {actual!r}"
+    assert "tensor(" not in actual, f"the message prints a tensor: {actual!r}"
+
+
+def test_compare_shared_that_is_always_true_fails():
+    actual = failure_message(checks.check_compare_shared_function, lambda maps_moved, maps, pixels: True)
+    expected = "is True although the moved map's last column differs"
+    assert expected in actual, f"expected {expected!r} in the message, got {actual!r}"
+
+
+@pytest.mark.parametrize(
+    "check, wrong",
+    [
+        (checks.check_window_sum_function, window_sum_flipped),
+        (checks.check_peak_function, peak_swapped),
+        (checks.check_slide_function, rolled),
+    ],
+    ids=["window_sum", "peak", "slide"],
+)
+def test_a_failing_property_check_gives_the_same_message_twice(check, wrong):
+    assert GRADING.derandomize and GRADING.database is None, \
+        "property checks must be derandomized and keep no example database, or a regrade may differ"
+    expected = failure_message(check, wrong)
+    actual = failure_message(check, wrong)
+    assert actual == expected, f"a regrade should give the same message: first {expected!r}, then {actual!r}"
+
+
+def test_slide_returning_a_narrower_tensor_fails_the_shape_layer():
+    def slide(x, pixels):
+        return x[..., pixels:]  # drops columns instead of filling them
+
+    actual = failure_message(checks.check_slide_function, slide)
+    assert actual.startswith("`slide(x, ") and "has shape" in actual, \
+        f"a wrong-shaped result should fail the shape layer, naming the call: {actual!r}"
+
+
+def test_a_crashing_student_function_is_a_check_failure_not_an_error():
+    def slide(x, pixels):
+        black = torch.zeros(*x.shape[:-1], pixels)
+        return torch.cat([black, x[..., :-pixels]], dim=4)  # a typo for dim=3: IndexError on every call
+
+    actual = failure_message(checks.check_slide_function, slide)
+    expected = "raised IndexError: Dimension out of range"
+    assert actual.startswith("`slide(<tensor (") and expected in actual, \
+        f"the student's exception should become a CheckFailure showing the call's shapes: {actual!r}"
+
+
+def test_a_function_failing_in_two_ways_gives_one_check_failure():
+    def slide(x, pixels):
+        return x[..., pixels:] + x  # wrong values when it broadcasts (width 2), RuntimeError otherwise
+
+    actual = failure_message(checks.check_slide_function, slide)
+    assert actual.startswith("`slide("), f"one student-facing message naming slide expected, got {actual!r}"
+
+
+# ---------------------------------------------------------------- q3_6: the figure
+
+
+def test_q3_6_lesson_figure_passes(answers, figure_factory):
+    fig = figure_factory(answers["x"], answers["vertical"], answers["horizontal"])
+    actual = checks.check_q3_6(fig, answers["x"], answers["vertical"], answers["horizontal"])
+    assert actual is None, "the lesson's figure should pass q3_6"
+
+
+def test_q3_6_maps_on_separate_scales_fail(answers, figure_factory):
+    fig = figure_factory(answers["x"], answers["vertical"], answers["horizontal"], shared_scale=False)
+    actual = failure_message(checks.check_q3_6, fig, answers["x"], answers["vertical"], answers["horizontal"])
+    expected = "`fig`: the two maps are drawn on different colour scales"
+    assert actual.startswith(expected), f"expected {expected!r}, got {actual!r}"
+
+
+def test_q3_6_four_axes_fail(answers, figure_factory):
+    fig = figure_factory(answers["x"], answers["vertical"], answers["horizontal"], n_axes=4)
+    actual = failure_message(checks.check_q3_6, fig, answers["x"], answers["vertical"], answers["horizontal"])
+    expected = "`fig` holds 4 Axes, but it should hold 3"
+    assert actual.startswith(expected), f"expected {expected!r}, got {actual!r}"
+
+
+def test_q3_6_maps_in_the_wrong_order_fail(answers):
+    x, vertical, horizontal = answers["x"], answers["vertical"], answers["horizontal"]
+    fig = lesson_figure(x, horizontal, vertical)  # horizontal map drawn where the vertical belongs
+    try:
+        actual = failure_message(checks.check_q3_6, fig, x, vertical, horizontal)
+    finally:
+        plt.close(fig)
+    expected = "`fig.axes[1]` should show the vertical map, but shows other values."
+    assert actual == expected, f"expected {expected!r}, got {actual!r}"
+
+
+def test_q3_6_axes_array_instead_of_figure_fails(answers, figure_factory):
+    fig = figure_factory(answers["x"], answers["vertical"], answers["horizontal"])
+    actual = failure_message(checks.check_q3_6, fig.axes, answers["x"], answers["vertical"], answers["horizontal"])
+    expected = "`fig` should be a matplotlib Figure"
+    assert actual.startswith(expected), f"expected {expected!r}, got {actual!r}"
