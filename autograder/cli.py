@@ -36,12 +36,13 @@ def _build(names: list[str], run_tests: bool) -> int:
     return 0
 
 
-def _grade(name: str, submissions: list[Path], out: Path | None, jobs: int, timeout: float) -> list:
+def _grade(name: str, submissions: list[Path], out: Path | None, jobs: int, timeout: float,
+           runner: str = "judge") -> list:
     zip_path = build_mod.BUILD / name / "autograder.zip"
     if not zip_path.is_file():
         _build([name], run_tests=False)
     out = out or build_mod.BUILD / name / "graded"
-    results = grade_mod.grade_many(zip_path, submissions, out, jobs=jobs, timeout=timeout)
+    results = grade_mod.grade_many(zip_path, submissions, out, jobs=jobs, timeout=timeout, runner=runner)
     print(grade_mod.format_table(results))
     print(f"results: {out}/<submission>/results.json; table: {out / 'scores.csv'}")
     return results
@@ -62,6 +63,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=None, help="output folder (default build/NAME/graded)")
     p.add_argument("--jobs", type=int, default=1, help="submissions graded at once (default 1)")
     p.add_argument("--timeout", type=float, default=grade_mod.DEFAULT_TIMEOUT, help="seconds per submission")
+    p.add_argument("--runner", choices=grade_mod.RUNNERS, default="judge",
+                   help="judge: hardened, student code in its own process (default); otter: Otter's otter run")
 
     p = sub.add_parser("demo", help="build everything and grade the bundled example submissions")
     p.add_argument("--jobs", type=int, default=2)
@@ -75,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
             return _build(args.names or build_mod.available(), not args.no_run_tests)
         if args.command == "grade":
             build_mod.master_notebook(args.name)
-            results = _grade(args.name, args.submissions, args.out, args.jobs, args.timeout)
+            results = _grade(args.name, args.submissions, args.out, args.jobs, args.timeout, args.runner)
             return 0 if all(r.error is None for r in results) else 1
         if args.command == "demo":
             names = build_mod.available()

@@ -1,7 +1,10 @@
-"""Grade submissions with an assignment's autograder zip (``otter run``).
+"""Grade submissions with an assignment's autograder zip.
 
-Every submission is graded in its own ``otter run`` process, so one that
-crashes, hangs or exits its kernel cannot take the others down. Nothing is
+Two runners: ``"judge"`` (the default), the hardened grader of
+:mod:`autograder.judge`, where student code runs in a process of its own and
+never touches the hidden tests; and ``"otter"``, Otter's own ``otter run``,
+kept as the peer to compare with. Every submission is graded in its own
+process, so one that crashes, hangs or exits cannot take the others down. Nothing is
 lost: a submission Otter could not grade still gets a ``results.json`` in
 Gradescope's format, scored 0, whose ``output`` says why.
 
@@ -83,9 +86,24 @@ def submission_label(path: Path) -> str:
     return path.name.rsplit(".", 1)[0] if "." in path.name else path.name
 
 
+RUNNERS = ("judge", "otter")
+
+
+def _command(runner: str, autograder_zip: Path, submission: Path, out_dir: Path) -> list[str]:
+    if runner == "judge":
+        return [sys.executable, "-m", "autograder.judge", str(autograder_zip.resolve()), str(submission.resolve()),
+                str((out_dir / "results.json").resolve())]
+    if runner == "otter":
+        return [sys.executable, "-m", "otter", "run", "-a", str(autograder_zip.resolve()),
+                "-o", str(out_dir.resolve()), str(submission.resolve())]
+    raise ValueError(f"runner must be one of {RUNNERS}, not {runner!r}")
+
+
 def grade_one(autograder_zip: Path, submission: Path, out_dir: Path, timeout: float = DEFAULT_TIMEOUT,
-              threads: int | None = None) -> GradeResult:
+              threads: int | None = None, runner: str = "judge") -> GradeResult:
     """Grade ``submission`` (a ``.ipynb`` or Otter's export ``.zip``) with ``autograder_zip``.
+
+    ``runner`` is ``"judge"`` (hardened, the default) or ``"otter"`` (``otter run``).
 
     ``threads`` caps the grading process's BLAS/OpenMP threads (torch reads
     ``OMP_NUM_THREADS``), so parallel gradings don't oversubscribe the cores.
@@ -100,18 +118,17 @@ def grade_one(autograder_zip: Path, submission: Path, out_dir: Path, timeout: fl
     results_path.unlink(missing_ok=True)
     started = time.perf_counter()
     reason = None
+    command = _command(runner, autograder_zip, submission, out_dir)
     if not submission.is_file():
         reason = f"{submission} does not exist or is not a file."
     else:
-        with tempfile.TemporaryDirectory(prefix="otter-run-") as scratch:
-            command = [sys.executable, "-m", "otter", "run", "-a", str(autograder_zip.resolve()),
-                       "-o", str(out_dir.resolve()), str(submission.resolve())]
+        with tempfile.TemporaryDirectory(prefix="grade-") as scratch:
             env = dict(os.environ, MPLBACKEND="Agg")
             if threads:
                 env.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
             try:
                 proc = subprocess.run(command, cwd=scratch, capture_output=True, text=True, timeout=timeout, env=env)
-                (out_dir / "otter_run.log").write_text(proc.stdout[-200_000:] + "\n" + proc.stderr[-200_000:])
+                (out_dir / "grading.log").write_text(proc.stdout[-200_000:] + "\n" + proc.stderr[-200_000:])
                 if proc.returncode != 0 or not results_path.is_file():
                     tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
                     reason = f"the autograder exited with code {proc.returncode}: {tail[0]}"
@@ -122,11 +139,13 @@ def grade_one(autograder_zip: Path, submission: Path, out_dir: Path, timeout: fl
         results_path.write_text(json.dumps(failure_results(reason, seconds), indent=2))
         return GradeResult(submission, results_path, {}, reason, seconds)
     results = json.loads(results_path.read_text())
+    if not results.get("tests"):  # the judge's own "could not be graded" results
+        return GradeResult(submission, results_path, {}, str(results.get("output", "not graded")), seconds)
     return GradeResult(submission, results_path, question_scores(results), None, seconds)
 
 
 def grade_many(autograder_zip: Path, submissions: list[Path], out_dir: Path, jobs: int = 1,
-               timeout: float = DEFAULT_TIMEOUT, progress: bool = True) -> list[GradeResult]:
+               timeout: float = DEFAULT_TIMEOUT, progress: bool = True, runner: str = "judge") -> list[GradeResult]:
     """Grade several submissions, ``jobs`` at a time; results in the submissions' order.
 
     Each submission's outputs go to ``out_dir/<label>/``; two submissions
@@ -144,7 +163,7 @@ def grade_many(autograder_zip: Path, submissions: list[Path], out_dir: Path, job
 
     def work(item):
         sub, label = item
-        return grade_one(autograder_zip, Path(sub), out_dir / label, timeout, threads)
+        return grade_one(autograder_zip, Path(sub), out_dir / label, timeout, threads, runner)
 
     bar = None
     if progress and len(submissions) > 1:

@@ -1,0 +1,228 @@
+"""The wire between the judge and the student process: framed JSON plus tensor payloads.
+
+Nothing that crosses is ever unpickled as arbitrary Python: headers are JSON,
+values are ``torch.save`` payloads read back with ``torch.load(...,
+weights_only=True)``, which rebuilds only tensors, numbers, strings, ``None``
+and the standard containers. Values that are not data (functions, models,
+figures, anything else) cross as tagged descriptions: a callable becomes a
+*handle* the judge can call back through the student process, a matplotlib
+figure becomes its Axes' image arrays and colour limits, anything else only
+its type name.
+
+This module is imported by the student process, so it must not import the
+references or the checks.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import socket
+import struct
+from typing import Any
+
+import torch
+
+#: Largest frame accepted from the other side (bytes). A student value over
+#: this is reported as too large instead of exhausting the judge's memory.
+MAX_FRAME = 256 * 1024 * 1024
+#: Deepest nesting of containers that is encoded; deeper is "too deeply nested".
+MAX_DEPTH = 32
+
+KIND = "__kind__"
+
+
+class ChannelClosed(ConnectionError):
+    """The other side closed the channel or sent something that is not a frame."""
+
+
+def send(sock: socket.socket, header: dict, payload: bytes = b"") -> None:
+    """Send one frame: 8-byte lengths, a JSON header, then the payload bytes."""
+    head = json.dumps(header).encode()
+    sock.sendall(struct.pack("!II", len(head), len(payload)) + head + payload)
+
+
+def _recv_exact(sock: socket.socket, n: int) -> bytes:
+    chunks, got = [], 0
+    while got < n:
+        chunk = sock.recv(min(n - got, 1 << 20))
+        if not chunk:
+            raise ChannelClosed("the other side closed the channel")
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
+
+
+def recv(sock: socket.socket) -> tuple[dict, bytes]:
+    """Receive one frame; raises :class:`ChannelClosed` on EOF or a malformed frame."""
+    head_len, payload_len = struct.unpack("!II", _recv_exact(sock, 8))
+    if head_len > 1 << 20 or payload_len > MAX_FRAME:
+        raise ChannelClosed(f"frame too large ({head_len} + {payload_len} bytes)")
+    try:
+        header = json.loads(_recv_exact(sock, head_len))
+    except ValueError as err:
+        raise ChannelClosed(f"malformed header: {err}") from None
+    if not isinstance(header, dict):
+        raise ChannelClosed("malformed header: not an object")
+    return header, _recv_exact(sock, payload_len)
+
+
+def dump(value: Any) -> bytes:
+    """``torch.save`` of an already encoded value."""
+    buffer = io.BytesIO()
+    torch.save(value, buffer)
+    return buffer.getvalue()
+
+
+def load(payload: bytes) -> Any:
+    """``torch.load(weights_only=True)``: tensors and plain data only, never code."""
+    if not payload:
+        return None
+    return torch.load(io.BytesIO(payload), weights_only=True)
+
+
+# ------------------------------------------------------------- student side
+
+def encode(value: Any, handles: dict[int, Any], depth: int = 0) -> Any:
+    """Turn a student's value into data ``torch.save`` can write and ``weights_only`` can read.
+
+    Callables are stored in ``handles`` and sent as ``{"__kind__": "callable",
+    "handle": id}``. Runs in the student process.
+    """
+    import numpy as np
+
+    if depth > MAX_DEPTH:
+        return {KIND: "opaque", "type": "too deeply nested"}
+    if value is None or isinstance(value, (bool, int, str, complex, torch.dtype, torch.Size)):
+        return value
+    if isinstance(value, float):
+        return value
+    if value is Ellipsis:
+        return {KIND: "ellipsis"}
+    if isinstance(value, torch.Tensor):
+        tensor = value.detach().clone()
+        return {KIND: "tensor", "data": tensor, "requires_grad": bool(value.requires_grad)}
+    if isinstance(value, np.ndarray):
+        if value.dtype == object:
+            return {KIND: "opaque", "type": "numpy.ndarray of objects"}
+        return {KIND: "ndarray", "data": torch.from_numpy(np.ascontiguousarray(value).copy())}
+    if isinstance(value, np.generic):
+        return {KIND: "npscalar", "value": value.item(), "dtype": str(value.dtype)}
+    if type(value) in (list, tuple, set, frozenset):
+        items = [encode(v, handles, depth + 1) for v in value]
+        return {KIND: type(value).__name__, "items": items}
+    if type(value) is dict or type(value).__name__ == "OrderedDict":
+        return {KIND: "dict", "items": [(encode(k, handles, depth + 1), encode(v, handles, depth + 1))
+                                        for k, v in value.items()]}
+    figure = _encode_figure(value)
+    if figure is not None:
+        return figure
+    if callable(value) and not isinstance(value, type):
+        handles[id(value)] = value
+        return {KIND: "callable", "handle": id(value), "type": type(value).__name__,
+                "name": getattr(value, "__name__", type(value).__name__)}
+    return {KIND: "opaque", "type": type(value).__name__}
+
+
+def _encode_figure(value: Any) -> dict | None:
+    try:
+        from matplotlib.figure import Figure
+    except ImportError:  # pragma: no cover - matplotlib is a dependency
+        return None
+    if not isinstance(value, Figure):
+        return None
+    axes = []
+    for ax in value.axes:
+        images = []
+        for image in ax.images:
+            array = image.get_array()
+            data = torch.as_tensor(getattr(array, "data", array)).clone() if array is not None else None
+            images.append({"array": data, "clim": tuple(float(c) for c in image.get_clim()),
+                           "cmap": image.get_cmap().name})
+        axes.append({"images": images, "title": ax.get_title()})
+    return {KIND: "figure", "axes": axes}
+
+
+# --------------------------------------------------------------- judge side
+
+class Opaque:
+    """A student value that is not data; only its type name crossed."""
+
+    def __init__(self, type_name: str):
+        self.type_name = type_name
+
+    def __repr__(self) -> str:
+        return f"<{self.type_name}>"
+
+
+def decode(value: Any, call: Any) -> Any:
+    """Rebuild a value on the judge's side; ``call(handle, name)`` makes a remote callable."""
+    if isinstance(value, dict) and KIND in value:
+        kind = value[KIND]
+        if kind == "tensor":
+            tensor = value["data"]
+            if value.get("requires_grad") and (tensor.is_floating_point() or tensor.is_complex()):
+                tensor.requires_grad_(True)
+            return tensor
+        if kind == "ndarray":
+            return value["data"].numpy()
+        if kind == "npscalar":
+            import numpy as np
+
+            return np.dtype(value["dtype"]).type(value["value"])
+        if kind in ("list", "tuple", "set", "frozenset"):
+            items = [decode(v, call) for v in value["items"]]
+            return {"list": list, "tuple": tuple, "set": set, "frozenset": frozenset}[kind](
+                items if kind in ("list", "tuple") else _hashables(items))
+        if kind == "dict":
+            out = {}
+            for k, v in value["items"]:
+                key = decode(k, call)
+                try:
+                    out[key] = decode(v, call)
+                except TypeError:
+                    out[repr(key)] = decode(v, call)
+            return out
+        if kind == "figure":
+            return _rebuild_figure(value)
+        if kind == "callable":
+            return call(int(value["handle"]), str(value.get("name", "function")), str(value.get("type", "")))
+        if kind == "ellipsis":
+            return Ellipsis
+        if kind == "missing":
+            return None
+        return Opaque(str(value.get("type", "object")))
+    return value
+
+
+def _hashables(items: list) -> list:
+    return [i for i in items if _is_hashable(i)]
+
+
+def _is_hashable(item: Any) -> bool:
+    try:
+        hash(item)
+        return True
+    except TypeError:
+        return False
+
+
+def _rebuild_figure(value: dict):
+    """A matplotlib Figure with the student's Axes, images and colour limits."""
+    from matplotlib.figure import Figure
+
+    fig = Figure()
+    n = max(1, len(value["axes"]))
+    for i, ax_data in enumerate(value["axes"]):
+        ax = fig.add_subplot(1, n, i + 1)
+        ax.set_title(ax_data.get("title", ""))
+        for image in ax_data["images"]:
+            array = image["array"]
+            if array is None:
+                continue
+            low, high = image["clim"]
+            if not (math.isfinite(low) and math.isfinite(high)):
+                low = high = None
+            ax.imshow(array.numpy(), cmap=image.get("cmap") or None, vmin=low, vmax=high)
+    return fig

@@ -1,0 +1,606 @@
+"""The hardened grader: student code runs in one process, the judge decides in another.
+
+Otter's own grading run executes the hidden tests inside the student's kernel,
+after the student's code, as the same user: a submission can replace
+``torch.allclose`` or the check helpers, read the hidden tests, or write its
+own results file. Here instead:
+
+* the **student process** (:mod:`autograder.worker`) executes the notebook's
+  cells, one at a time, as an unprivileged user when grading runs as root,
+  in a scratch folder holding only the notebook and its support files, with
+  a time limit per cell and a memory limit;
+* the **judge** (this module, which never runs student code) holds the
+  autograder zip's hidden tests and the reference solutions, asks the student
+  process for the values the tests name, calls the student's functions
+  through it (so Hypothesis property tests and their shrinking still work),
+  decides every score with Otter's own test-file and results classes, and
+  alone writes ``results.json``.
+
+Values cross as JSON and ``torch.load(weights_only=True)`` payloads only
+(:mod:`autograder.channel`). A cell that runs past its limit is interrupted;
+one that ignores the interrupt, crashes the process, exits it or allocates
+without bound is stopped, the process is started again, the cells before it
+are replayed and grading goes on without it. A whole-run deadline below
+Gradescope's 10 minutes still writes a results file with everything graded
+so far. Every path out of :func:`grade_submission` writes a results file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import re
+import resource
+import select
+import shutil
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from autograder import channel
+
+REPO = Path(__file__).resolve().parents[1]
+#: Folders of the installation the student process must not read when grading
+#: runs as root: solutions, references, hidden-test helpers, fixtures, history.
+PRIVATE_DIRS = ("reference", "autograder/checks", "assignments", "tests", "build", "docs", ".git", "benchmarks")
+SANDBOX_USER = "nobody"
+SHARED_CACHE = Path("/var/cache/vision-autograder")
+OTTER_LINE = re.compile(r"^\s*(import otter\b.*|grader\s*=\s*otter\.Notebook\(.*\)|grader\.(check|check_all|export)\(.*\))\s*$")
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Time and memory limits of one grading run (seconds, megabytes).
+
+    ``deadline`` stays below Gradescope's default 10-minute limit so that a
+    results file is always written before Gradescope stops the container.
+    """
+
+    cell_seconds: float = 60.0
+    call_seconds: float = 30.0
+    startup_seconds: float = 60.0
+    deadline: float = 540.0
+    memory_mb: int = 3072
+
+
+class SubmissionError(Exception):
+    """The submission cannot be graded at all (not a notebook, empty, two notebooks...)."""
+
+
+class StudentFailure(Exception):
+    """The student process failed while answering the judge (timeout, crash, memory)."""
+
+
+def _is_root() -> bool:
+    return os.geteuid() == 0
+
+
+# ------------------------------------------------------------- submission
+
+def load_submission(path: Path, expected_name: str | None = None):
+    """Read a submission: a ``.ipynb`` notebook, or Otter's export zip holding exactly one.
+
+    Raises:
+        SubmissionError: with a student-facing reason (not a file, empty, not
+            JSON, not a notebook, a zip with no or several notebooks, a
+            ``.py`` file...).
+    """
+    import nbformat
+
+    path = Path(path)
+    if not path.is_file():
+        raise SubmissionError(f"{path.name} is not a file.")
+    if path.stat().st_size == 0:
+        raise SubmissionError(f"{path.name} is empty.")
+    if path.suffix == ".zip":
+        try:
+            with zipfile.ZipFile(path) as archive:
+                notebooks = [n for n in archive.namelist()
+                             if n.endswith(".ipynb") and "/." not in "/" + n and "__MACOSX" not in n]
+                if len(notebooks) != 1:
+                    raise SubmissionError(f"the zip holds {len(notebooks)} notebooks ({', '.join(notebooks) or 'none'}); "
+                                          "submit the zip grader.export() writes, with exactly one notebook.")
+                text = archive.read(notebooks[0]).decode("utf-8", errors="replace")
+        except zipfile.BadZipFile:
+            raise SubmissionError(f"{path.name} is not a valid zip file.") from None
+    elif path.suffix == ".ipynb":
+        text = path.read_text(encoding="utf-8", errors="replace")
+    else:
+        raise SubmissionError(f"{path.name} is not a notebook: submit the .ipynb file (or the zip grader.export() writes), "
+                              f"not a {path.suffix or 'file without extension'}.")
+    try:
+        nb = nbformat.reads(text, as_version=4)
+    except Exception as err:  # nbformat raises several types for bad JSON
+        raise SubmissionError(f"{path.name} is not a valid notebook (JSON could not be read: {str(err)[:200]}).") from None
+    if not any(c.get("cell_type") == "code" for c in nb.cells):
+        raise SubmissionError(f"{path.name} has no code cells.")
+    language = (nb.metadata.get("kernelspec") or {}).get("language") or (nb.metadata.get("language_info") or {}).get("name")
+    if language and str(language).lower() != "python":
+        raise SubmissionError(f"{path.name} is a {language} notebook; this assignment is graded in Python.")
+    return nb
+
+
+def cells_to_run(nb, seed: int | None) -> list[str]:
+    """The code cells to execute, as Otter would: ignored cells dropped, Otter calls removed, seeds added."""
+    sources = []
+    for cell in nb.cells:
+        if cell.get("cell_type") != "code":
+            continue
+        meta = cell.get("metadata", {})
+        if "otter_ignore" in meta.get("tags", []) or meta.get("otter", {}).get("ignore", False):
+            continue
+        source = "".join(cell.source) if isinstance(cell.source, list) else cell.source
+        source = "\n".join(line for line in source.splitlines() if not OTTER_LINE.match(line))
+        if seed is not None:
+            source = f"import numpy as _np, random as _random\n_np.random.seed({seed}); _random.seed({seed})\n{source}"
+        sources.append(source)
+    return sources
+
+
+# ---------------------------------------------------------- student process
+
+@dataclass
+class CellRecord:
+    index: int
+    error: str | None = None
+    problem: str | None = None  # timeout / crash / memory: why the cell was stopped
+    output: str = ""
+
+
+class StudentProcess:
+    """One ``autograder.worker`` process and the channel to it."""
+
+    def __init__(self, workdir: Path, limits: Limits, user: pwd.struct_passwd | None):
+        self.workdir, self.limits, self.user = workdir, limits, user
+        self.proc: subprocess.Popen | None = None
+        self.sock: socket.socket | None = None
+        self.generation = 0
+
+    # -- life cycle
+    def start(self) -> None:
+        judge_end, student_end = socket.socketpair()
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": str(self.workdir),
+            "MPLBACKEND": "Agg",
+            "PYTHONHASHSEED": "0",
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "LANG": "C.UTF-8",
+        }
+        for key in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "VISION_AUTOGRADER_CACHE", "FASHION_MNIST_DIR", "MNIST_NPZ",
+                    "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"):
+            if key in os.environ:
+                env[key] = os.environ[key]
+        kwargs: dict[str, Any] = {}
+        if self.user is not None:
+            kwargs.update(user=self.user.pw_uid, group=self.user.pw_gid, extra_groups=[])
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "autograder.worker", str(student_end.fileno())],
+            cwd=self.workdir, env=env, pass_fds=(student_end.fileno(),), stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+            preexec_fn=_limit_resources_as_other_user if self.user is not None else _limit_resources, **kwargs)
+        student_end.close()
+        self.sock = judge_end
+        self.generation += 1
+        header, _ = self._wait(self.limits.startup_seconds, what="starting the student process")
+        if header.get("op") != "ready":
+            raise StudentFailure("the student process did not start properly")
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                self.proc.kill()
+            self.proc.wait()
+        if self.sock is not None:
+            self.sock.close()
+        self.proc, self.sock = None, None
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    # -- requests
+    def _rss_mb(self) -> float:
+        try:
+            with open(f"/proc/{self.proc.pid}/status") as f:
+                for line in f:
+                    if line.startswith("VmRSS:"):
+                        return int(line.split()[1]) / 1024
+        except (OSError, AttributeError):
+            pass
+        return 0.0
+
+    def _wait(self, timeout: float, what: str, interrupt: bool = False) -> tuple[dict, bytes]:
+        """Wait for one reply, watching time and memory; stop the process on a problem."""
+        deadline = time.monotonic() + timeout
+        interrupted_at = None
+        while True:
+            ready, _, _ = select.select([self.sock], [], [], 0.05)
+            if ready:
+                try:
+                    return channel.recv(self.sock)
+                except (channel.ChannelClosed, OSError) as err:
+                    code = self.proc.poll() if self.proc else None
+                    self.stop()
+                    raise StudentFailure(f"the student process ended while {what}"
+                                         + (f" (exit code {code})" if code is not None else f" ({err})")) from None
+            if self.proc.poll() is not None:
+                code = self.proc.returncode
+                self.stop()
+                raise StudentFailure(f"the student process ended while {what} (exit code {code})")
+            if self._rss_mb() > self.limits.memory_mb:
+                self.stop()
+                raise StudentFailure(f"it used more than {self.limits.memory_mb} MB of memory while {what}, "
+                                     "and was stopped")
+            now = time.monotonic()
+            if now > deadline:
+                if interrupt and interrupted_at is None:
+                    interrupted_at = now  # ask nicely first: KeyboardInterrupt in the cell
+                    try:
+                        os.kill(self.proc.pid, signal.SIGINT)
+                    except ProcessLookupError:
+                        pass
+                    deadline = now + 5.0
+                    continue
+                self.stop()
+                raise StudentFailure(f"it took longer than {timeout:.0f} seconds while {what}, and was stopped")
+
+    def request(self, header: dict, payload: bytes, timeout: float, what: str,
+                interrupt: bool = False) -> tuple[dict, bytes]:
+        if not self.alive:
+            raise StudentFailure(f"the student process is not running ({what})")
+        try:
+            channel.send(self.sock, header, payload)
+        except OSError:
+            self.stop()
+            raise StudentFailure(f"the student process ended before {what}") from None
+        return self._wait(timeout, what, interrupt)
+
+
+def _limit_resources() -> None:
+    """In the student process before exec: no core dumps, files of at most 512 MB.
+
+    Runs after the switch to the sandbox user, which may not be able to read
+    the judge's Python installation: everything it needs is imported already.
+    """
+    for limit, value in ((resource.RLIMIT_CORE, 0), (resource.RLIMIT_FSIZE, 512 * 1024 * 1024)):
+        try:
+            resource.setrlimit(limit, (value, value))
+        except (ValueError, OSError):
+            pass
+
+
+def _limit_resources_as_other_user() -> None:
+    """As :func:`_limit_resources`, plus at most 256 processes for the sandbox user (no fork bombs)."""
+    _limit_resources()
+    try:
+        resource.setrlimit(resource.RLIMIT_NPROC, (256, 256))
+    except (ValueError, OSError):
+        pass
+
+
+class Session:
+    """A student process that can be rebuilt: it remembers which cells ran and which were stopped."""
+
+    def __init__(self, workdir: Path, cells: list[str], limits: Limits, user, deadline_at: float):
+        self.process = StudentProcess(workdir, limits, user)
+        self.cells, self.limits, self.deadline_at = cells, limits, deadline_at
+        self.records: list[CellRecord] = []
+        self.skipped: set[int] = set()
+
+    def remaining(self) -> float:
+        return self.deadline_at - time.monotonic()
+
+    def _exec(self, index: int) -> CellRecord:
+        limit = min(self.limits.cell_seconds, max(1.0, self.remaining()))
+        header, _ = self.process.request({"op": "exec", "source": self.cells[index]}, b"", limit,
+                                         what=f"running code cell {index + 1}", interrupt=True)
+        return CellRecord(index, header.get("error"), None, str(header.get("output", ""))[:channel.MAX_FRAME])
+
+    def run_all(self) -> None:
+        """Execute every cell once, in order, until the deadline."""
+        self.process.start()
+        for index in range(len(self.cells)):
+            if self.remaining() <= 0:
+                self.records.append(CellRecord(index, None, "not run: the grading deadline passed"))
+                continue
+            self.records.append(self._run_guarded(index))
+
+    def _run_guarded(self, index: int) -> CellRecord:
+        try:
+            record = self._exec(index)
+            if record.error and record.error.startswith("KeyboardInterrupt"):
+                record.problem = f"interrupted after {self.limits.cell_seconds:.0f} seconds"
+            return record
+        except StudentFailure as failure:
+            self.skipped.add(index)
+            self.rebuild(upto=index)
+            return CellRecord(index, None, f"stopped: {failure}")
+
+    def rebuild(self, upto: int | None = None) -> None:
+        """Start a fresh student process and replay the cells before ``upto`` that did not stop it."""
+        self.process.stop()
+        if self.remaining() <= 0:
+            return
+        self.process.start()
+        end = len(self.records) if upto is None else upto
+        for index in range(end):
+            if index in self.skipped or self.remaining() <= 0:
+                continue
+            try:
+                self._exec(index)
+            except StudentFailure:
+                self.skipped.add(index)
+                self.process.stop()
+                self.process.start()
+
+    def ensure_alive(self) -> None:
+        if not self.process.alive and self.remaining() > 0:
+            self.rebuild()
+
+    # -- the judge's questions
+    def values(self, names: list[str]) -> dict[str, Any]:
+        self.ensure_alive()
+        header, payload = self.process.request({"op": "get", "names": names}, b"", self.limits.call_seconds,
+                                               what="reading " + ", ".join(names))
+        if header.get("op") != "values":
+            raise StudentFailure("the student process answered out of turn")
+        encoded = channel.load(payload)
+        if not isinstance(encoded, dict):
+            raise StudentFailure("the student process sent something that is not a table of values")
+        generation = self.process.generation
+        return {name: channel.decode(encoded.get(name, {channel.KIND: "missing"}),
+                                     lambda handle, label, kind: RemoteCallable(self, handle, label, kind, generation))
+                for name in names}
+
+
+class StudentError(Exception):
+    """The student's function raised; ``str()`` is ``Type: message`` as the student would see it."""
+
+
+class RemoteCallable:
+    """A student's function (or model) living in the student process, called through the channel."""
+
+    def __init__(self, session: Session, handle: int, name: str, kind: str, generation: int):
+        self._session, self._handle, self.__name__, self._kind, self._generation = session, handle, name, kind, generation
+
+    def __repr__(self) -> str:
+        return f"<student {self._kind or 'function'} {self.__name__}>"
+
+    def __call__(self, *args, **kwargs):
+        process = self._session.process
+        if process.generation != self._generation or not process.alive:
+            raise StudentFailure(f"{self.__name__} is gone: the student process was stopped earlier")
+        payload = channel.dump(([_outgoing(a) for a in args], {k: _outgoing(v) for k, v in kwargs.items()}))
+        header, body = process.request({"op": "call", "handle": self._handle}, payload,
+                                       self._session.limits.call_seconds, what=f"calling {self.__name__}")
+        if header.get("op") == "raised":
+            raise StudentError(f"{header.get('type', 'Exception')}: {header.get('message', '')}")
+        if header.get("op") != "result":
+            raise StudentFailure("the student process answered out of turn")
+        return channel.decode(channel.load(body), lambda h, label, kind: RemoteCallable(
+            self._session, h, label, kind, process.generation))
+
+
+def _outgoing(value: Any) -> Any:
+    """Judge-side arguments: data as is, a student's callable as its handle."""
+    if isinstance(value, RemoteCallable):
+        return {"__handle__": value._handle}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_outgoing(v) for v in value)
+    return value
+
+
+class StudentEnvironment(dict):
+    """What Otter's test functions read names from: values fetched from the student process."""
+
+    def __init__(self, session: Session):
+        super().__init__()
+        self._session = session
+
+    def get(self, name, default=None):
+        if name not in self:
+            try:
+                self[name] = self._session.values([name])[name]
+            except StudentFailure:
+                self[name] = None
+        value = dict.get(self, name)
+        return default if value is None else value
+
+
+# ------------------------------------------------------------------ grading
+
+def lock_down(paths: list[Path]) -> list[str]:
+    """When root: make ``paths`` unreadable to other users (mode o-rwx). Returns what changed."""
+    changed = []
+    for path in paths:
+        if path.exists():
+            mode = path.stat().st_mode
+            if mode & stat.S_IRWXO:
+                path.chmod(mode & ~stat.S_IRWXO)
+                changed.append(str(path))
+    return changed
+
+
+_USER_CHECKED: dict[str, str | None] = {}
+
+
+def _sandbox_user() -> pwd.struct_passwd | None:
+    """The unprivileged user student code runs as, when grading runs as root and it can run Python."""
+    if not _is_root():
+        return None
+    try:
+        user = pwd.getpwnam(SANDBOX_USER)
+    except KeyError:
+        _USER_CHECKED[SANDBOX_USER] = f"user {SANDBOX_USER!r} does not exist"
+        return None
+    if SANDBOX_USER not in _USER_CHECKED:
+        try:
+            probe = subprocess.run([sys.executable, "-c", "import torch, autograder.worker"], user=user.pw_uid,
+                                   group=user.pw_gid, extra_groups=[], cwd="/", capture_output=True, text=True,
+                                   env={"PATH": os.environ.get("PATH", ""), "HOME": "/tmp"}, timeout=120)
+            problem = None if probe.returncode == 0 else (probe.stderr.strip().splitlines() or ["no output"])[-1]
+        except (OSError, subprocess.SubprocessError) as err:
+            problem = f"{type(err).__name__}: {err}"
+        _USER_CHECKED[SANDBOX_USER] = None if problem is None else (
+            f"user {SANDBOX_USER!r} cannot run {sys.executable} with this package ({problem}); "
+            "bin/install makes the interpreter's folders traversable")
+    return user if _USER_CHECKED[SANDBOX_USER] is None else None
+
+
+def _prepare_shared_cache() -> None:
+    """When root: a data cache the student user can read, filled once by the judge."""
+    if "VISION_AUTOGRADER_CACHE" not in os.environ:
+        SHARED_CACHE.mkdir(parents=True, exist_ok=True)
+        SHARED_CACHE.chmod(0o755)
+        os.environ["VISION_AUTOGRADER_CACHE"] = str(SHARED_CACHE)
+    try:
+        from autograder.data import fashion_mnist_root
+
+        root = fashion_mnist_root(download=False)
+        for folder, dirs, files in os.walk(root):
+            os.chmod(folder, 0o755)
+            for name in files:
+                os.chmod(os.path.join(folder, name), 0o644)
+    except Exception:  # noqa: BLE001 - an assignment may not use Fashion-MNIST at all
+        pass
+
+
+def _failed_results(test_file, message: str) -> None:
+    from otter.test_files.abstract_test import TestCaseResult
+
+    test_file.test_case_results = [TestCaseResult(test_case=tc, message=message, passed=False)
+                                   for tc in test_file.test_cases]
+
+
+def grade_submission(autograder_zip: Path, submission: Path, results_path: Path,
+                     limits: Limits = Limits()) -> dict:
+    """Grade one submission with the hardened judge and write ``results_path``.
+
+    Returns the Gradescope results dict (also written to ``results_path``).
+    Never raises for anything the submission does; a failure to grade is a
+    results file scored 0 whose ``output`` says why.
+    """
+    from autograder.grade import failure_results
+
+    started = time.monotonic()
+    results_path = Path(results_path)
+    try:
+        results = _grade(Path(autograder_zip), Path(submission), limits, started)
+    except SubmissionError as err:
+        results = failure_results(str(err), time.monotonic() - started)
+    except Exception as err:  # noqa: BLE001 - the grader's own failure still yields a results file
+        results = failure_results(f"the autograder failed ({type(err).__name__}: {err}); "
+                                  "please tell your instructor.", time.monotonic() - started)
+    results["execution_time"] = round(time.monotonic() - started, 3)
+    results_path.parent.mkdir(parents=True, exist_ok=True)
+    partial = results_path.with_name(f".{results_path.name}.partial")
+    partial.write_text(json.dumps(results, indent=2))
+    os.replace(partial, results_path)
+    return results
+
+
+def _grade(autograder_zip: Path, submission: Path, limits: Limits, started: float) -> dict:
+    from otter.run.run_autograder.autograder_config import AutograderConfig
+    from otter.test_files import GradingResults
+    from otter.test_files.exception_test import ExceptionTestFile
+
+    nb = load_submission(submission)
+    user = _sandbox_user()
+    notes = []
+    if _is_root():
+        lock_down([REPO / d for d in PRIVATE_DIRS])
+        _prepare_shared_cache()
+        if user is None:
+            notes.append(f"grading as root, but {_USER_CHECKED.get(SANDBOX_USER)}: student code ran as root, "
+                         "in its own process")
+    else:
+        notes.append("not running as root: student code ran as this user, in its own process")
+
+    private = Path(tempfile.mkdtemp(prefix="judge-"))
+    private.chmod(0o700)
+    workdir = Path(tempfile.mkdtemp(prefix="submission-"))
+    session = None
+    try:
+        with zipfile.ZipFile(autograder_zip) as archive:
+            archive.extractall(private)
+        config = json.loads((private / "otter_config.json").read_text()) if (private / "otter_config.json").is_file() else {}
+        ag_config = AutograderConfig(config)
+        test_files = [ExceptionTestFile.from_file(str(p)) for p in sorted((private / "tests").glob("*.py"))]
+        if (private / "files").is_dir():
+            shutil.copytree(private / "files", workdir, dirs_exist_ok=True)
+        if submission.suffix == ".ipynb":
+            shutil.copyfile(submission, workdir / submission.name)
+        if user is not None:
+            for folder, dirs, files in os.walk(workdir):
+                os.chown(folder, user.pw_uid, user.pw_gid)
+                for name in files:
+                    os.chown(os.path.join(folder, name), user.pw_uid, user.pw_gid)
+        deadline_at = started + limits.deadline
+        session = Session(workdir, cells_to_run(nb, config.get("seed")), limits, user, deadline_at)
+        try:
+            session.run_all()
+        except StudentFailure as failure:
+            notes.append(f"the notebook could not be started: {failure}")
+
+        for test_file in test_files:
+            if session.remaining() <= 0:
+                _failed_results(test_file, "❌ Not graded: the grading deadline passed before this question.")
+                continue
+            env = StudentEnvironment(session)
+            test_file.run(env)
+        grading = GradingResults(test_files)
+        notes.extend(_cell_notes(session.records))
+        grading.set_output("\n".join(notes))
+        return grading.to_gradescope_dict(ag_config)
+    finally:
+        if session is not None:
+            session.process.stop()
+        shutil.rmtree(private, ignore_errors=True)
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _cell_notes(records: list[CellRecord]) -> list[str]:
+    notes = []
+    for record in records:
+        if record.problem:
+            notes.append(f"Code cell {record.index + 1} {record.problem}; grading went on without it.")
+    return notes
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m autograder.judge ZIP SUBMISSION RESULTS_JSON [--cell-seconds S] [--deadline S] [--memory-mb M]``."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m autograder.judge", description=main.__doc__)
+    parser.add_argument("autograder_zip", type=Path)
+    parser.add_argument("submission", type=Path)
+    parser.add_argument("results", type=Path)
+    defaults = Limits()
+    parser.add_argument("--cell-seconds", type=float, default=defaults.cell_seconds)
+    parser.add_argument("--call-seconds", type=float, default=defaults.call_seconds)
+    parser.add_argument("--deadline", type=float, default=defaults.deadline)
+    parser.add_argument("--memory-mb", type=int, default=defaults.memory_mb)
+    args = parser.parse_args(argv)
+    limits = Limits(cell_seconds=args.cell_seconds, call_seconds=args.call_seconds, deadline=args.deadline,
+                    memory_mb=args.memory_mb)
+    results = grade_submission(args.autograder_zip, args.submission, args.results, limits)
+    total = sum(t.get("score", 0) or 0 for t in results.get("tests", []))
+    possible = sum(t.get("max_score", 0) or 0 for t in results.get("tests", []))
+    print(f"{args.submission.name}: {total:g} / {possible:g}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

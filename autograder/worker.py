@@ -1,0 +1,119 @@
+"""The student process: executes a submission's cells and answers the judge's questions.
+
+Started by :mod:`autograder.judge` as ``python -m autograder.worker FD``, as an
+unprivileged user when grading runs as root, in a scratch folder holding the
+notebook's support files. It talks to the judge only through the socket
+``FD``; its standard output and error go nowhere. Requests:
+
+* ``exec``: run one cell's source in an IPython shell, seeded as Otter seeds
+  (numpy and random, before every cell); reply whether it raised, and the
+  first few kilobytes of what it printed;
+* ``get``: the encoded values of some global names (missing names say so);
+* ``call``: call a callable the judge holds a handle to, with arguments the
+  judge sent as data, and reply with the encoded result or the exception.
+
+Nothing here decides a score: whatever the student's code does to this
+process (replacing ``torch.allclose``, hiding tracebacks, exiting), the judge
+only ever receives data from it.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import socket
+import sys
+import traceback
+
+#: Printed output kept per cell; the rest is counted and dropped.
+OUTPUT_KEEP = 8 * 1024
+
+
+class BoundedText(io.TextIOBase):
+    """A text stream that keeps the first ``limit`` characters and counts the rest."""
+
+    def __init__(self, limit: int = OUTPUT_KEEP):
+        self.limit, self.kept, self.dropped = limit, [], 0
+        self._size = 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text) -> int:
+        text = str(text)
+        room = self.limit - self._size
+        if room > 0:
+            self.kept.append(text[:room])
+            self._size += min(room, len(text))
+        self.dropped += max(0, len(text) - max(room, 0))
+        return len(text)
+
+    def value(self) -> str:
+        tail = f"\n[{self.dropped} more characters of output not kept]" if self.dropped else ""
+        return "".join(self.kept) + tail
+
+
+def main(fd: int) -> None:
+    from autograder import channel
+
+    sock = socket.socket(fileno=fd)
+    import IPython.core.interactiveshell as ish
+
+    shell = ish.InteractiveShell.instance()
+    handles: dict[int, object] = {}
+    real_stdout, real_stderr = sys.stdout, sys.stderr
+    channel.send(sock, {"op": "ready", "pid": os.getpid()})
+    while True:
+        try:
+            request, payload = channel.recv(sock)
+        except channel.ChannelClosed:
+            return
+        op = request.get("op")
+        if op == "exec":
+            out = BoundedText()
+            sys.stdout = sys.stderr = out
+            try:
+                result = shell.run_cell(request["source"], store_history=False, silent=False)
+                error = result.error_in_exec or result.error_before_exec
+                reply = {"op": "done", "error": f"{type(error).__name__}: {error}" if error else None}
+            except BaseException as err:  # noqa: BLE001 - a cell may raise anything, SystemExit included
+                reply = {"op": "done", "error": f"{type(err).__name__}: {err}"}
+            finally:
+                sys.stdout, sys.stderr = real_stdout, real_stderr
+            reply["output"] = out.value()
+            channel.send(sock, reply)
+        elif op == "get":
+            encoded = {}
+            for name in request["names"]:
+                if name in shell.user_ns:
+                    try:
+                        encoded[name] = channel.encode(shell.user_ns[name], handles)
+                    except Exception as err:  # noqa: BLE001 - a student object may fail to encode
+                        encoded[name] = {channel.KIND: "opaque", "type": f"unreadable ({type(err).__name__})"}
+                else:
+                    encoded[name] = {channel.KIND: "missing"}
+            channel.send(sock, {"op": "values"}, channel.dump(encoded))
+        elif op == "call":
+            func = handles.get(int(request["handle"]))
+            try:
+                args, kwargs = channel.load(payload)
+                args = [_resolve(a, handles) for a in args]
+                result = func(*args, **kwargs)
+                channel.send(sock, {"op": "result"}, channel.dump(channel.encode(result, handles)))
+            except BaseException as err:  # noqa: BLE001 - the student's function may raise anything
+                message = str(err)[:2000]
+                channel.send(sock, {"op": "raised", "type": type(err).__name__, "message": message,
+                                    "where": traceback.format_exc(limit=-3)[-4000:]})
+        elif op == "bye":
+            return
+
+
+def _resolve(arg, handles):
+    """An argument the judge sent as a handle reference becomes the student's own callable."""
+    if isinstance(arg, dict) and arg.get("__handle__") is not None:
+        return handles[int(arg["__handle__"])]
+    return arg
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]))
