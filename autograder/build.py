@@ -81,6 +81,36 @@ def normalise_notebook(path: Path) -> None:
     nbformat.write(nb, path)
 
 
+#: Replaces Otter's ``run_otter.py`` in the autograder zip: the same entry
+#: point and folder, but the hardened judge grades instead of ``otter run``.
+RUN_JUDGE = '''"""Runs the hardened judge of vision-autograder (autograder.judge) on Gradescope's layout."""
+
+from autograder.judge import run_gradescope as run_autograder
+
+if __name__ == "__main__":
+    run_autograder("{root}")
+'''
+
+
+def _use_judge(otter_zip: Path, out: Path) -> None:
+    """Copy Otter's autograder zip to ``out`` with ``run_otter.py`` calling the judge.
+
+    Keeps the folder Otter rendered into its scripts (``autograder_dir``).
+    """
+    import re
+    import zipfile
+
+    with zipfile.ZipFile(otter_zip) as src, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as dst:
+        for info in src.infolist():
+            data = src.read(info)
+            if info.filename == "run_otter.py":
+                match = re.search(r'run_autograder\("([^"]+)"\)', data.decode())
+                if match is None:
+                    raise BuildError("Otter's run_otter.py no longer calls run_autograder(\"...\")")
+                data = RUN_JUDGE.format(root=match.group(1)).encode()
+            dst.writestr(info, data)
+
+
 def build_assignment(name: str, run_tests: bool = True, quiet: bool = True, build_root: Path = BUILD,
                      student_root: Path = STUDENT_TEMPLATE) -> BuiltAssignment:
     """Run ``otter assign`` on ``assignments/<name>/<name>.ipynb``.
@@ -125,7 +155,7 @@ def build_assignment(name: str, run_tests: bool = True, quiet: bool = True, buil
     if len(zips) != 1:
         raise BuildError(f"expected one autograder zip in {dist / 'autograder'}, found {len(zips)}")
     autograder_zip = out / "autograder.zip"
-    shutil.copyfile(zips[0], autograder_zip)
+    _use_judge(zips[0], autograder_zip)
     solution = out / "solution.ipynb"
     shutil.copyfile(dist / "autograder" / master.name, solution)
 

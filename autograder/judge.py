@@ -533,8 +533,11 @@ def _grade(autograder_zip: Path, submission: Path, limits: Limits, started: floa
     workdir = Path(tempfile.mkdtemp(prefix="submission-"))
     session = None
     try:
-        with zipfile.ZipFile(autograder_zip) as archive:
-            archive.extractall(private)
+        if autograder_zip.is_dir():  # Gradescope's /autograder/source, already unpacked
+            shutil.copytree(autograder_zip, private, dirs_exist_ok=True)
+        else:
+            with zipfile.ZipFile(autograder_zip) as archive:
+                archive.extractall(private)
         config = json.loads((private / "otter_config.json").read_text()) if (private / "otter_config.json").is_file() else {}
         ag_config = AutograderConfig(config)
         test_files = [ExceptionTestFile.from_file(str(p)) for p in sorted((private / "tests").glob("*.py"))]
@@ -579,6 +582,60 @@ def _cell_notes(records: list[CellRecord]) -> list[str]:
     return notes
 
 
+def find_gradescope_submission(folder: Path) -> Path:
+    """The notebook (or export zip) in Gradescope's ``submission/`` folder.
+
+    Raises:
+        SubmissionError: no notebook, or several, with the names found.
+    """
+    files = sorted(p for p in Path(folder).rglob("*") if p.is_file() and "__MACOSX" not in p.parts)
+    notebooks = [p for p in files if p.suffix == ".ipynb" and ".ipynb_checkpoints" not in p.parts]
+    zips = [p for p in files if p.suffix == ".zip"]
+    if len(notebooks) == 1:
+        return notebooks[0]
+    if len(notebooks) > 1:
+        raise SubmissionError(f"the submission holds {len(notebooks)} notebooks "
+                              f"({', '.join(p.name for p in notebooks)}); submit exactly one.")
+    if len(zips) == 1:
+        return zips[0]
+    names = ", ".join(p.name for p in files) or "nothing"
+    raise SubmissionError(f"the submission holds no notebook (found: {names}); submit the .ipynb file.")
+
+
+def run_gradescope(root: str | Path = "/autograder", limits: Limits = Limits()) -> dict:
+    """Gradescope's entry point: grade ``root/submission`` with ``root/source``, write ``root/results/results.json``.
+
+    Called by the ``run_otter.py`` that :mod:`autograder.build` puts in the
+    autograder zip in place of Otter's, so the same zip runs the hardened judge.
+    When root, the source folder (hidden tests) and the results folder are
+    made unreadable to the student user first.
+    """
+    from autograder.grade import failure_results
+
+    root = Path(root)
+    results_path = root / "results" / "results.json"
+    results_path.parent.mkdir(parents=True, exist_ok=True)
+    if _is_root():
+        lock_down([root / "source", root / "results"])
+    try:
+        submission = find_gradescope_submission(root / "submission")
+    except SubmissionError as err:
+        results = failure_results(str(err))
+        results_path.write_text(json.dumps(results, indent=2))
+        return results
+    results = grade_submission(root / "source", submission, results_path, limits)
+    print(summary_line(results))
+    print(results.get("output") or "")
+    return results
+
+
+def summary_line(results: dict) -> str:
+    """``Total Score: 29 / 31`` from Gradescope results (0 / 0 when nothing was graded)."""
+    total = sum(t.get("score", 0) or 0 for t in results.get("tests", []))
+    possible = sum(t.get("max_score", 0) or 0 for t in results.get("tests", []))
+    return f"Total Score: {total:g} / {possible:g}"
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m autograder.judge ZIP SUBMISSION RESULTS_JSON [--cell-seconds S] [--deadline S] [--memory-mb M]``."""
     import argparse
@@ -596,9 +653,7 @@ def main(argv: list[str] | None = None) -> int:
     limits = Limits(cell_seconds=args.cell_seconds, call_seconds=args.call_seconds, deadline=args.deadline,
                     memory_mb=args.memory_mb)
     results = grade_submission(args.autograder_zip, args.submission, args.results, limits)
-    total = sum(t.get("score", 0) or 0 for t in results.get("tests", []))
-    possible = sum(t.get("max_score", 0) or 0 for t in results.get("tests", []))
-    print(f"{args.submission.name}: {total:g} / {possible:g}")
+    print(f"{args.submission.name}: {summary_line(results)}")
     return 0
 
 

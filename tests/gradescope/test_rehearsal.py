@@ -183,11 +183,13 @@ def test_layout_and_scripts_match_otters_templates_for_the_root(gs_build, tmp_pa
 
     config = json.loads((root / "source" / "otter_config.json").read_text())
     assert config["autograder_dir"] == str(root)
-    # The zip's scripts, rendered for root, are exactly what Otter's own templates render
-    # when autograder_dir is root: the rehearsal runs what Otter would have built for it.
+    # The zip's scripts, rendered for root: run_autograder is exactly what Otter's own
+    # template renders when autograder_dir is root; run_otter.py is the build's, which
+    # hands the same folder to the hardened judge instead of Otter's runner.
+    from autograder.build import RUN_JUDGE
+
     context = {"autograder_dir": str(root), "otter_env_name": OTTER_ENV_NAME}
-    assert (root / "source" / "run_otter.py").read_text() == JINJA_ENV.get_template(
-        "common/run_otter.py").render(**context)
+    assert (root / "source" / "run_otter.py").read_text() == RUN_JUDGE.format(root=root)
     assert entry.read_text() == JINJA_ENV.get_template("common/run_autograder").render(**context)
     assert entry == root / "run_autograder" and entry.stat().st_mode & stat.S_IXUSR
     assert "/autograder/" not in entry.read_text().replace(str(root), "ROOT")
@@ -258,10 +260,11 @@ def test_rehearsal_gives_the_solution_full_marks(gs_build, tmp_path):
     assert {q: s for q, (s, m) in scores.items() if s != m} == {}
     meta = json.loads((root / "submission_metadata.json").read_text())
     assert float(meta["assignment"]["total_points"]) == sum(m for _, m in scores.values())
-    # Otter ran in the scratch root (its pickle and stdout are beside results.json), not in /autograder.
-    assert (root / "results" / "results.pkl").is_file()
-    assert (root / "submission" / "tests").is_dir() and (root / "submission" / "fashion_mlp.pt").is_file()
-    assert "Total Score" in (root / "results" / "stdout").read_text()
+    # The hardened judge graded in the scratch root (its summary is in results/stdout), not
+    # Otter's runner (no results.pkl), and nothing of the hidden tests reached the submission folder.
+    assert not (root / "results" / "results.pkl").exists()
+    assert not (root / "submission" / "tests").exists()
+    assert "Total Score: 31 / 31" in (root / "results" / "stdout").read_text()
 
 
 @pytest.mark.grading

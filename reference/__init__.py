@@ -1,0 +1,1 @@
+"""Reference solutions of the assignments, computed the way the course texts compute them."""
