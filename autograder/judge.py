@@ -447,7 +447,7 @@ def _sandbox_user() -> pwd.struct_passwd | None:
         return None
     if SANDBOX_USER not in _USER_CHECKED:
         try:
-            probe = subprocess.run([sys.executable, "-c", "import torch, autograder.worker"], user=user.pw_uid,
+            probe = subprocess.run([sys.executable, "-c", "import autograder"], user=user.pw_uid,
                                    group=user.pw_gid, extra_groups=[], cwd="/", capture_output=True, text=True,
                                    env={"PATH": os.environ.get("PATH", ""), "HOME": "/tmp"}, timeout=120)
             problem = None if probe.returncode == 0 else (probe.stderr.strip().splitlines() or ["no output"])[-1]
