@@ -7,7 +7,7 @@ the catalogue. Review the diff, then commit.
 
 from pathlib import Path
 
-from autograder.build import ASSIGNMENTS, available, build_assignment
+from autograder.build import ASSIGNMENTS, available, build_assignment, normalise_notebook
 from tests.fixtures.submissions import apply
 from tests.fixtures.where_mlps_fail.catalogue import EXAMPLES, example_variant
 
@@ -19,6 +19,7 @@ def main() -> None:
         if name == "where_mlps_fail":
             for example in EXAMPLES:
                 out = apply(built.solution, example_variant(example), ASSIGNMENTS / name / "examples" / f"{example}.ipynb")
+                normalise_notebook(out)
                 print(f"wrote {out}")
 
 
