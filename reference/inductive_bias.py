@@ -38,13 +38,13 @@ from __future__ import annotations
 import functools
 import numbers
 from dataclasses import dataclass
-from typing import Callable, Iterable
+from typing import Iterable
 
 import numpy as np
 
 __all__ = [
     "H", "W", "D", "R", "KS",
-    "IMAGE_NAMES", "MODELS", "TARGETS", "SIZES", "SEEDS", "SHIFT",
+    "IMAGE_NAMES", "MODELS", "MODEL_ALIASES", "TARGETS", "SIZES", "SEEDS", "SHIFT",
     "POOL_SIZE", "N_TEST", "TEST_SEED", "NOISE_FRACTION",
     "load_images", "crops", "test_crops", "neigh",
     "edge_kernel", "vignette_gain", "equivariant_target", "vignetted_target",
@@ -742,8 +742,11 @@ def learning_curves(seeds: Iterable[int] = range(5),
     negative or not an integer, a size is outside 1..1024, or a model name is
     unknown.
 
-    Runtime: about 15-40 s for the full default run on a 2-core machine,
-    most of it in the 256 per-pixel ``lstsq`` calls of 'local5'.
+    Runtime (full default run, 2-core machine): 10-20 s idle; under load,
+    18-35 s with ``OPENBLAS_NUM_THREADS=1`` but up to ~4 min with
+    OpenBLAS's default threading, whose threads spin-wait on the 15,360
+    small per-pixel ``lstsq`` calls of 'local5'.  Peak memory about 0.4 GB
+    (``neigh`` of the 2,000 test crops is 100 MB).
     """
     seeds = tuple(_check_count(s, 'seed') for s in seeds)
     sizes = tuple(_check_count(n, 'size', minimum=1) for n in sizes)

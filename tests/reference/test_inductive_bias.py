@@ -22,8 +22,11 @@ Tolerances, in one place (details next to each assertion):
 * Comparisons between two solvers use bounds that scale with the condition
   number of the system, as explained next to them.
 
-Runtime: about 25 s on a 2-core machine, most of it the one full
-``learning_curves()`` run shared by the table tests.
+Runtime on a 2-core machine: about 22 s idle; 45 s at load average 4.5 with
+OPENBLAS_NUM_THREADS=1, but over 3 minutes at that load with OpenBLAS's
+default threading (its threads spin-wait on the many small per-pixel lstsq
+calls).  Most of the time is the one full ``learning_curves()`` run shared by
+the table tests.
 """
 
 import math
