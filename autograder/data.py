@@ -102,6 +102,10 @@ def fashion_mnist_root(download: bool = True) -> Path:
         if _has_files(folder):
             return _unpack_into(folder, cache_dir() / "fashion-mnist-from-env")
         tried.append(f"{ENV_DIR}={folder}: the four IDX files ({', '.join(FILES)}, plain or .gz) are not all there")
+        import warnings
+
+        warnings.warn(f"{ENV_DIR}={folder} does not hold the four Fashion-MNIST files; looking elsewhere",
+                      stacklevel=2)
     else:
         tried.append(f"{ENV_DIR} is not set: set it to a folder holding the four IDX files")
 

@@ -1,6 +1,6 @@
 """Refresh the committed generated files: ``python -m tests.refresh``.
 
-Rebuilds every assignment (which rewrites ``student_template/``) and rewrites
+Rebuilds every assignment (or those named: ``python -m tests.refresh NAME...``) (which rewrites ``student_template/``) and rewrites
 the bundled example submissions of ``where_mlps_fail`` from its solution and
 the catalogue. Review the diff, then commit.
 """
@@ -12,8 +12,8 @@ from tests.fixtures.submissions import apply
 from tests.fixtures.where_mlps_fail.catalogue import EXAMPLES, example_variant
 
 
-def main() -> None:
-    for name in available():
+def main(names: list[str] | None = None) -> None:
+    for name in names or available():
         built = build_assignment(name, run_tests=True)
         print(f"built {name}: {built.student_dir}")
         if name == "where_mlps_fail":
@@ -24,4 +24,6 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+
+    main(sys.argv[1:])
