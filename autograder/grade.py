@@ -124,6 +124,9 @@ def grade_one(autograder_zip: Path, submission: Path, out_dir: Path, timeout: fl
     else:
         with tempfile.TemporaryDirectory(prefix="grade-") as scratch:
             env = dict(os.environ, MPLBACKEND="Agg")
+            # many small least-squares solves (inductive_bias) run 10x slower
+            # with OpenBLAS's threads spinning against each other
+            env.setdefault("OPENBLAS_NUM_THREADS", "1")
             if threads:
                 env.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
             try:
