@@ -1,0 +1,527 @@
+"""Hidden and public checks for the assignment ``inductive_bias``.
+
+Specification: the article "Inductive Bias", section "Weight sharing and
+locality, measured in closed form" (course text 003_ec9da5774b5ae29e.txt).
+Each ``check_q*`` grades one question of the master notebook; the graded
+names are listed in ``docs/inductive_bias_answers.md`` and the expected
+values come from ``reference.inductive_bias``, computed in the grading
+environment.
+
+How the student's functions are called.  The hardened judge sends a
+function's arguments to the student process as tensors (NumPy arrays do not
+cross the channel in that direction), so every call goes through the
+notebook's ``call_with_arrays`` (support file ``ib_support.py``), which turns
+them back into NumPy arrays, and ``{"rng_seed": s}`` into
+``np.random.default_rng(s)``, in the student's process.
+
+Errors carried forward.  Later questions are graded on the student's own
+earlier functions where they build on them: the targets on the student's
+``neigh``, the vignetted target on the student's ``equivariant_target``, the
+conv and local models on the student's ``neigh`` features, and the learning
+curves, when they differ from the reference, on cells recomputed in the judge
+with the student's own ``fit``, ``predict``, targets and ``rel_err``.  So one
+mistake costs one question.
+
+Tolerances, and why:
+
+* ``EXACT``: crops and neighbourhoods are copies of pixels; nothing is
+  summed, so they must equal the reference exactly.
+* ``SUM_TOL = 1e-12`` (relative to the array's largest entry): the targets
+  are sums of 25 products of values below 1; another summation order (FFT,
+  einsum, a loop) moves them by a few 1e-16.
+* ``GAP_EXACT_TOL = 1e-12``: the equivariant target commutes with a
+  circular shift exactly when computed by shifting (the article prints
+  0.0e+00); an FFT implementation leaves rounding of about 1e-16.
+* ``GAP_TOL = 0.005``: the vignetted gap is printed as 3.4e-01; half a unit
+  of the printed digit.
+* ``FIT_TOL = 1e-6`` (relative error between predictions, squared norms):
+  the test systems below have condition numbers under about 1e3, so two
+  correct solvers (lstsq, pinv, the Fourier closed form against an explicit
+  circulant solve) agree to about cond * eps ~ 1e-13; any real mistake
+  (another cutoff, no minimum norm, a flipped layout) is above 1e-2.
+* Learning-curve cells: the reference repeats the article's arithmetic, and
+  a correct solution computes the same cells to ~1e-11 relative even at the
+  interpolation peaks (measured; see tests/reference).  Well-conditioned
+  cells are therefore checked to ``CELL_RTOL = 1e-6`` relative.  The cells at
+  the interpolation thresholds (``PEAK_CELLS``: local 5x5 at 16 crops, 25
+  unknowns per pixel; fully connected at 256, 256 unknowns; shared 16x16 at
+  one crop, 256 equations for 256 unknowns) are governed by the smallest
+  singular values of the training design, where a different but legitimate
+  cutoff (rcond) changes the result; the article's own min-max spans a
+  factor of ten there, so they are checked to within a factor of ten.
+* Noise-free errors are rounding-level (1e-27 and the like, machine
+  dependent) where the model's class contains the target: checked below the
+  article's threshold 1e-20.  The shared models' floors on the vignetted
+  target (0.436, 0.435) are checked to ``CELL_RTOL``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+import numpy as np
+import torch
+
+from autograder.checks import (
+    CheckFailure,
+    expect_callable,
+    expect_defined,
+    expect_int,
+    expect_number,
+    expect_type,
+)
+from autograder.checks.properties import given, run_property, st
+
+SUM_TOL = 1e-12
+GAP_EXACT_TOL = 1e-12
+GAP_TOL = 0.005
+FIT_TOL = 1e-6
+CELL_RTOL = 1e-6
+PEAK_FACTOR = 10.0
+ROUNDING_LEVEL = 1e-20
+MODELS = ("conv", "shared16", "local5", "full")
+PEAK_CELLS = {("shared16", 1), ("local5", 16), ("full", 256)}
+
+
+def _ref():
+    from reference import inductive_bias
+
+    return inductive_bias
+
+
+# ---------------------------------------------------------------- helpers
+
+def _describe(value: Any) -> str:
+    if isinstance(value, np.ndarray):
+        return f"a NumPy array of shape {value.shape} and dtype {value.dtype}"
+    kind = type(value).__name__
+    return f"{'an' if kind[0].lower() in 'aeiou' else 'a'} {kind}"
+
+
+def expect_array(name: str, value: Any, shape: tuple | None = None, complex_ok: bool = False,
+                 finite: bool = True) -> np.ndarray:
+    """A NumPy array answer, layer by layer: defined, type, shape, real numeric dtype, finite."""
+    expect_defined(name, value)
+    if isinstance(value, torch.Tensor):
+        raise CheckFailure(f"`{name}` should be a NumPy array, but it is a torch tensor: use NumPy only.")
+    if not isinstance(value, np.ndarray):
+        raise CheckFailure(f"`{name}` should be a NumPy array, but it is {_describe(value)}.")
+    if shape is not None and tuple(value.shape) != tuple(shape):
+        raise CheckFailure(f"`{name}` has shape {value.shape}, but it should have shape {tuple(shape)}.")
+    kinds = "biufc" if complex_ok else "biuf"
+    if value.dtype.kind not in kinds:
+        raise CheckFailure(f"`{name}` has dtype {value.dtype}, but it should hold real numbers (float64).")
+    if finite and not np.isfinite(value).all():
+        bad = int((~np.isfinite(value)).sum())
+        raise CheckFailure(f"`{name}` holds {bad} NaN or infinite value(s).")
+    return value
+
+
+def _short(value: Any) -> str:
+    if isinstance(value, (np.ndarray, torch.Tensor)):
+        return f"<array {tuple(value.shape)}>"
+    if isinstance(value, dict) and "rng_seed" in value:
+        return f"np.random.default_rng({value['rng_seed']})"
+    return repr(value)
+
+
+def _wire(value: Any) -> Any:
+    if isinstance(value, np.ndarray):
+        return torch.from_numpy(np.ascontiguousarray(value))
+    return value
+
+
+def call(name: str, adapter: Any, func: Any, *args: Any) -> Any:
+    """Call the student's ``func`` (named ``name``) through ``call_with_arrays``; any error is a CheckFailure."""
+    expect_callable(name, func)
+    if adapter is None or adapter is Ellipsis or not callable(adapter):
+        raise CheckFailure("`call_with_arrays` is not defined: keep the first code cell's line "
+                           "`from ib_support import call_with_arrays` (the grader calls your functions through it).")
+    shown = f"{name}({', '.join(_short(a) for a in args)})"
+    try:
+        result = adapter(func, *[_wire(a) for a in args])
+    except CheckFailure:
+        raise
+    except Exception as err:  # the student's code may raise anything
+        raise CheckFailure(f"`{shown}` raised {str(err)[:500]}") from None
+    if result is None or result is Ellipsis:
+        raise CheckFailure(f"`{shown}` returned {result!r}: does `{name}` end with a `return`?")
+    return result
+
+
+def _close(actual: np.ndarray, expected: np.ndarray, tol: float) -> bool:
+    scale = max(1.0, float(np.abs(expected).max())) if expected.size else 1.0
+    return bool(np.all(np.abs(actual - expected) <= tol * scale))
+
+
+def _rel(a: np.ndarray, b: np.ndarray) -> float:
+    """Squared-norm relative difference of ``a`` from ``b``."""
+    return float(((a - b) ** 2).sum() / max((b ** 2).sum(), 1e-300))
+
+
+# ---------------------------------------------------------------- q1: crops
+
+def check_q1(crops: Callable, X_test: Any, call_with_arrays: Any) -> None:
+    """``crops(n, rng)``: shape, range, the article's draw order (so determinism), and ``X_test``."""
+    ib = _ref()
+    expect_callable("crops", crops)
+
+    @given(st.integers(0, 6), st.integers(0, 2**31 - 1))
+    def matches_reference(n, seed):
+        got = call("crops", call_with_arrays, crops, n, {"rng_seed": seed})
+        shown = f"crops({n}, np.random.default_rng({seed}))"
+        expect_array(shown, got, (n, 16, 16))
+        if got.size and (got.min() < 0 or got.max() > 1):
+            raise CheckFailure(f"`{shown}` has values outside [0, 1]: scale the images to [0, 1].")
+        again = call("crops", call_with_arrays, crops, n, {"rng_seed": seed})
+        if not np.array_equal(np.asarray(again), got):
+            raise CheckFailure(f"`{shown}` gives different crops on two calls with fresh generators of the same "
+                               "seed: draw only from `rng`.")
+        if not np.array_equal(got, ib.crops(n, np.random.default_rng(seed))):
+            raise CheckFailure(f"`{shown}` does not draw the article's crops: for each crop draw the image index, "
+                               "then the top row, then the left column, from `rng`.")
+
+    run_property(matches_reference)
+    x = expect_array("X_test", X_test, (ib.N_TEST, 16, 16))
+    if not np.array_equal(x, ib.test_crops()):
+        raise CheckFailure("`X_test` is not crops(2000, np.random.default_rng(1000)).")
+
+
+# ---------------------------------------------------------------- q2: neigh
+
+def check_q2(neigh: Callable, call_with_arrays: Any) -> None:
+    """``neigh`` against the reference on random arrays (property test): exact, wrap-around, layout."""
+    ib = _ref()
+    expect_callable("neigh", neigh)
+
+    @given(st.integers(1, 3), st.integers(0, 2**31 - 1))
+    def matches_reference(n, seed):
+        x = np.random.default_rng(seed).standard_normal((n, 16, 16))
+        got = call("neigh", call_with_arrays, neigh, x)
+        shown = f"neigh(x) for x of shape {x.shape}"
+        expect_array(shown, got, (n, 256, 25))
+        expected = ib.neigh(x)
+        if not np.array_equal(got, expected):
+            inner = np.array_equal(got.reshape(n, 16, 16, 25)[:, 2:-2, 2:-2], expected.reshape(n, 16, 16, 25)[:, 2:-2, 2:-2])
+            hint = (" It is right away from the borders: the borders must wrap around (np.roll), not be padded."
+                    if inner else " Check the order: out[i, 16*r + c, 5*(a+2) + (b+2)] = x[i, (r+a) % 16, (c+b) % 16].")
+            raise CheckFailure(f"`{shown}` has the right shape, but {int((got != expected).sum())} of its "
+                               f"{got.size} values are wrong.{hint}")
+
+    run_property(matches_reference)
+
+
+# ---------------------------------------------------------------- q3: equivariant target
+
+def _target_property(name: str, func: Callable, adapter: Any, expected_options: Callable) -> None:
+    @given(st.integers(1, 3), st.integers(0, 2**31 - 1))
+    def matches(n, seed):
+        x = np.random.default_rng(seed).random((n, 16, 16))
+        got = call(name, adapter, func, x)
+        shown = f"{name}(x) for x of shape {x.shape}"
+        expect_array(shown, got, x.shape)
+        if not any(e is not None and _close(got, e, SUM_TOL) for e in expected_options(x)):
+            raise CheckFailure(f"`{shown}` has the right shape but the wrong values.")
+
+    run_property(matches)
+
+
+def _student_neigh_or_none(neigh: Any, adapter: Any, x: np.ndarray):
+    """The student's own ``neigh(x)`` if it runs and has the right shape (errors carried forward)."""
+    try:
+        nb = call("neigh", adapter, neigh, x)
+    except CheckFailure:
+        return None
+    return nb if isinstance(nb, np.ndarray) and nb.shape == (len(x), 256, 25) and np.isfinite(nb).all() else None
+
+
+def check_q3(K: Any, equivariant_target: Callable, gap_equivariant: Any, neigh: Any, call_with_arrays: Any) -> None:
+    """The kernel, the circular cross-correlation (on the student's own ``neigh`` too), and the gap 0."""
+    ib = _ref()
+    k = expect_array("K", K, (5, 5))
+    if not _close(k, ib.edge_kernel(), SUM_TOL):
+        flipped = _close(k, ib.edge_kernel()[::-1, ::-1], SUM_TOL)
+        raise CheckFailure("`K` has the right shape but the wrong values."
+                           + (" It is the kernel flipped: the target is a cross-correlation, K[u, v] = -v exp(...)"
+                              " with u the row offset and v the column offset." if flipped else ""))
+    kflat = ib.edge_kernel().ravel()
+
+    def options(x):
+        nb = _student_neigh_or_none(neigh, call_with_arrays, x)
+        own = None if nb is None else (nb @ kflat).reshape(x.shape)
+        return [ib.equivariant_target(x), own]
+
+    _target_property("equivariant_target", equivariant_target, call_with_arrays, options)
+    gap = expect_number("gap_equivariant", gap_equivariant)
+    if abs(gap) > GAP_EXACT_TOL and not _own_gap_agrees(gap, equivariant_target, call_with_arrays, GAP_EXACT_TOL):
+        raise CheckFailure("`gap_equivariant` is not 0: compare T(shift(x)) with shift(T(x)) on X_test[:50], "
+                           "shift = np.roll by (3, 5) on the last two axes.")
+
+
+# ---------------------------------------------------------------- q4: vignetted target
+
+def check_q4(gain: Any, vignetted_target: Callable, gap_vignetted: Any, equivariant_target: Any,
+             call_with_arrays: Any) -> None:
+    """The vignette, the vignetted target (on the student's own equivariant target too), the gap 0.34."""
+    ib = _ref()
+    g = expect_array("gain", gain, (16, 16))
+    if not _close(g, ib.vignette_gain(), SUM_TOL):
+        raise CheckFailure("`gain` has the right shape but the wrong values (1 at the centre (7.5, 7.5), "
+                           "0.3 at the corners).")
+    ref_gain = ib.vignette_gain()
+
+    def options(x):
+        try:
+            own = call("equivariant_target", call_with_arrays, equivariant_target, ref_gain * x)
+            own = own if isinstance(own, np.ndarray) and own.shape == x.shape else None
+        except CheckFailure:
+            own = None
+        return [ib.vignetted_target(x), own]
+
+    _target_property("vignetted_target", vignetted_target, call_with_arrays, options)
+    gap = expect_number("gap_vignetted", gap_vignetted)
+    if (abs(gap - ib.equivariance_gap("vignetted", ib.test_crops()[:50])) > GAP_TOL
+            and not _own_gap_agrees(gap, vignetted_target, call_with_arrays, GAP_TOL)):
+        raise CheckFailure("`gap_vignetted` has the right type but the wrong value: the largest "
+                           "|T(shift(x)) - shift(T(x))| over X_test[:50].")
+
+
+def _own_gap_agrees(gap: float, target: Any, adapter: Any, tol: float) -> bool:
+    """Errors carried forward: the gap of the student's own target (it failed its own check already)."""
+    ib = _ref()
+    x = ib.test_crops()[:50]
+    try:
+        a = np.asarray(call("target", adapter, target, ib.shift_image(x)))
+        b = ib.shift_image(np.asarray(call("target", adapter, target, x)))
+    except CheckFailure:
+        return False
+    return a.shape == b.shape == x.shape and abs(gap - float(np.abs(a - b).max())) <= max(tol, 1e-9 * abs(gap))
+
+
+# ---------------------------------------------------------------- q5: fit and predict
+
+def _fit_predict(fit, predict, adapter, model, X, Y, Xnew):
+    params = call(f"fit('{model}', X, Y)", adapter, fit, model, X, Y)
+    if not isinstance(params, np.ndarray):
+        raise CheckFailure(f"`fit('{model}', X, Y)` should return a NumPy array, but it returns {_describe(params)}.")
+    got = call(f"predict('{model}', params, X)", adapter, predict, model, params, Xnew)
+    shown = f"predict('{model}', fit('{model}', X, Y), X_new) with X of shape {X.shape}"
+    return expect_array(shown, got, Xnew.shape), shown
+
+
+def _expected_predictions(model, X, Y, Xnew, nb=None, nb_new=None):
+    """Minimum-norm least-squares predictions; conv and local from the given neighbourhoods."""
+    ib = _ref()
+    if model in ("conv", "local5") and nb is not None:
+        n = len(X)
+        if model == "conv":
+            p = np.linalg.lstsq(nb.reshape(-1, 25), Y.reshape(-1), rcond=None)[0]
+            return (nb_new @ p).reshape(Xnew.shape)
+        p = np.stack([np.linalg.lstsq(nb[:, j], Y.reshape(n, 256)[:, j], rcond=None)[0] for j in range(256)])
+        return np.einsum("ndk,dk->nd", nb_new, p).reshape(Xnew.shape)
+    return ib.predict(model, ib.fit(model, X, Y), Xnew)
+
+
+def check_q5(N_PARAMS: Any, fit: Callable, predict: Callable, neigh: Any, call_with_arrays: Any) -> None:
+    """Parameter counts, and each model's predictions equal the minimum-norm least-squares ones.
+
+    Cases: overdetermined and underdetermined training sets of random crops
+    with targets from random linear maps of each class, and for 'shared16' a
+    structured input (crops constant down each column) whose spectrum is zero
+    off the first frequency row, where only lstsq's cutoff gives the
+    minimum-norm solution.
+    """
+    ib = _ref()
+    expect_type("N_PARAMS", N_PARAMS, dict, what="a dict")
+    for m in MODELS:
+        if m not in N_PARAMS:
+            raise CheckFailure(f"`N_PARAMS` has no entry for the model {m!r}.")
+        expect_int(f"N_PARAMS[{m!r}]", N_PARAMS[m], ib.parameter_count(m))
+    expect_callable("fit", fit)
+    expect_callable("predict", predict)
+
+    cases = {"conv": (1, 3), "shared16": (1, 2), "local5": (4, 40), "full": (3, 300)}
+
+    @given(st.sampled_from(MODELS), st.integers(0, 1), st.integers(0, 2**31 - 1))
+    def matches_least_squares(model, which, seed):
+        n = cases[model][which]
+        rng = np.random.default_rng(seed)
+        X, Xnew = rng.random((n, 16, 16)), rng.random((5, 16, 16))
+        Y = ib.vignetted_target(X) + 0.01 * rng.standard_normal(X.shape)
+        got, shown = _fit_predict(fit, predict, call_with_arrays, model, X, Y, Xnew)
+        options = [_expected_predictions(model, X, Y, Xnew)]
+        if model in ("conv", "local5"):
+            nb, nb_new = (_student_neigh_or_none(neigh, call_with_arrays, a) for a in (X, Xnew))
+            if nb is not None and nb_new is not None:
+                options.append(_expected_predictions(model, X, Y, Xnew, nb, nb_new))
+        if not any(_rel(got, e) <= FIT_TOL for e in options):
+            under = {"conv": False, "shared16": False, "local5": n < 25, "full": n < 256}[model]
+            raise CheckFailure(f"`{shown}` differs from the least-squares predictions"
+                               + (" (this training set is underdetermined: return the minimum-norm solution, "
+                                  "as np.linalg.lstsq does)." if under else "."))
+
+    run_property(matches_least_squares)
+
+    # The structured input: every crop constant down each column, so fft2(X) is zero (up to rounding)
+    # off row 0 of the frequencies; the minimum-norm solution sets those frequencies to zero.
+    rng = np.random.default_rng(5)
+    X = np.repeat(rng.random((3, 1, 16)), 16, axis=1)
+    Y = ib.equivariant_target(X)
+    Xnew = rng.random((4, 16, 16))
+    got, shown = _fit_predict(fit, predict, call_with_arrays, "shared16", X, Y, Xnew)
+    if _rel(got, _expected_predictions("shared16", X, Y, Xnew)) > FIT_TOL:
+        raise CheckFailure(f"`{shown}` is wrong on crops that are constant down each column: frequencies that "
+                           "the training crops do not excite must be set to 0 (lstsq's cutoff), not divided by "
+                           "their rounding-level power.")
+
+
+# ---------------------------------------------------------------- q6: relative error
+
+def check_q6(rel_err: Callable, call_with_arrays: Any) -> None:
+    """``rel_err(Y_hat, Y)`` against the reference on random arrays."""
+    ib = _ref()
+    expect_callable("rel_err", rel_err)
+
+    @given(st.integers(1, 3), st.integers(0, 2**31 - 1))
+    def matches(n, seed):
+        rng = np.random.default_rng(seed)
+        y = rng.standard_normal((n, 16, 16))
+        y_hat = y + rng.standard_normal((n, 16, 16)) * rng.random()
+        got = expect_number(f"rel_err(Y_hat, Y) for arrays of shape {y.shape}",
+                            call("rel_err", call_with_arrays, rel_err, y_hat, y))
+        if not math.isclose(got, ib.relative_error(y_hat, y), rel_tol=1e-9, abs_tol=1e-15):
+            raise CheckFailure("`rel_err(Y_hat, Y)` is wrong: the squared error summed over all entries, "
+                               "divided by the true targets' energy sum(Y**2).")
+
+    run_property(matches)
+
+
+# ---------------------------------------------------------------- q7, q8: experiments
+
+class _Own:
+    """The student's own pipeline, called from the judge (errors carried forward)."""
+
+    def __init__(self, adapter, fit, predict, rel_err, equivariant_target, vignetted_target):
+        self.adapter, self.fit, self.predict, self.rel_err = adapter, fit, predict, rel_err
+        self.targets = {"equivariant": equivariant_target, "vignetted": vignetted_target}
+
+    def target(self, t, x):
+        return np.asarray(call(f"{t}_target", self.adapter, self.targets[t], x))
+
+    def error(self, model, X, Y, Y_test):
+        params = call("fit", self.adapter, self.fit, model, X, Y)
+        pred = call("predict", self.adapter, self.predict, model, params, _ref().test_crops())
+        return float(call("rel_err", self.adapter, self.rel_err, np.asarray(pred), Y_test))
+
+
+def check_q7(SIGMA: Any, noise_free: Any, fit, predict, rel_err, equivariant_target, vignetted_target,
+             call_with_arrays) -> None:
+    """The noise sd and the noise-free errors (1,024 crops of seed 0)."""
+    ib = _ref()
+    sigma = expect_number("SIGMA", SIGMA)
+    expect_type("noise_free", noise_free, dict, what="a dict keyed by (target, model)")
+    keys = [(t, m) for t in ib.TARGETS for m in MODELS]
+    for key in keys:
+        if key not in noise_free:
+            raise CheckFailure(f"`noise_free` has no entry for {key}.")
+        expect_number(f"noise_free[{key}]", noise_free[key])
+    ref_free = ib.noise_free_errors()
+
+    def agrees(values, expected):
+        for key in keys:
+            v, e = float(values[key]), expected[key]
+            if e < ROUNDING_LEVEL:
+                if not 0 <= v < ROUNDING_LEVEL:
+                    return False
+            elif not math.isclose(v, e, rel_tol=CELL_RTOL):
+                return False
+        return True
+
+    if math.isclose(sigma, ib.noise_sd(), rel_tol=1e-9) and agrees(noise_free, ref_free):
+        return
+    # Errors carried forward: the same quantities from the student's own functions.
+    own = _Own(call_with_arrays, fit, predict, rel_err, equivariant_target, vignetted_target)
+    x_test = ib.test_crops()
+    own_sigma = 0.1 * float(np.sqrt((own.target("equivariant", x_test) ** 2).mean()))
+    if not math.isclose(sigma, own_sigma, rel_tol=1e-9):
+        raise CheckFailure("`SIGMA` is wrong: 0.1 times the root mean square of the equivariant target on X_test.")
+    x_pool = ib.crops(ib.POOL_SIZE, np.random.default_rng(0))
+    own_free = {}
+    for t in ib.TARGETS:
+        y_pool, y_test = own.target(t, x_pool), own.target(t, x_test)
+        for m in MODELS:
+            own_free[t, m] = own.error(m, x_pool, y_pool, y_test)
+    fixed = {k: (0.0 if v < 1e-15 else v) for k, v in own_free.items()}
+    if not agrees(noise_free, fixed):
+        raise CheckFailure("`noise_free` is wrong: fit each model to the clean targets of "
+                           "crops(1024, np.random.default_rng(0)) and score it on X_test.")
+
+
+def _cells_agree(err: np.ndarray, expected: np.ndarray, sizes, models=MODELS) -> int:
+    """How many cells of ``err`` (targets, models, sizes, seeds) are outside their tolerance."""
+    bad = 0
+    for m_i, m in enumerate(models):
+        for k, n in enumerate(sizes):
+            a, e = err[:, m_i, k], expected[:, m_i, k]
+            if (m, n) in PEAK_CELLS:
+                ok = (a > 0) & (a <= e * PEAK_FACTOR) & (a >= e / PEAK_FACTOR)
+            else:
+                ok = np.abs(a - e) <= CELL_RTOL * np.abs(e)
+            bad += int((~ok).sum())
+    return bad
+
+
+def check_q8(err: Any, median: Any, err_min: Any, err_max: Any, fit, predict, rel_err, equivariant_target,
+             vignetted_target, SIGMA, call_with_arrays) -> None:
+    """The learning-curve errors, cell by cell, and the median and min-max tables over seeds."""
+    ib = _ref()
+    sizes = ib.SIZES
+    e = expect_array("err", err)
+    if e.ndim != 4 or e.shape[:3] != (2, 4, len(sizes)) or not 1 <= e.shape[3] <= 5:
+        raise CheckFailure(f"`err` has shape {e.shape}, but it should have shape (2, 4, 6, number of seeds).")
+    seeds = tuple(range(e.shape[3]))
+    for name, value, stat in (("median", median, np.median), ("err_min", err_min, np.min),
+                              ("err_max", err_max, np.max)):
+        v = expect_array(name, value, (2, 4, len(sizes)))
+        if not np.allclose(v, stat(e, axis=-1), rtol=1e-12, atol=0):
+            raise CheckFailure(f"`{name}` is not the {name.replace('err_', '')} of `err` over the seeds (last axis).")
+    expected = ib.learning_curves(seeds=seeds).errors
+    bad = _cells_agree(e, expected, sizes)
+    if bad == 0:
+        return
+    # Errors carried forward: recompute seed 0's cells at two sizes with the student's own functions.
+    own = _Own(call_with_arrays, fit, predict, rel_err, equivariant_target, vignetted_target)
+    x_test = ib.test_crops()
+    sigma = expect_number("SIGMA", SIGMA)
+    rng = np.random.default_rng(0)
+    x_tr = ib.crops(ib.POOL_SIZE, rng)
+    noise = sigma * rng.standard_normal(x_tr.shape)
+    for t_i, t in enumerate(ib.TARGETS):
+        y_tr, y_test = own.target(t, x_tr) + noise, own.target(t, x_test)
+        for m_i, m in enumerate(MODELS):
+            for n in (4, 1024):
+                k = sizes.index(n)
+                want = own.error(m, x_tr[:n], y_tr[:n], y_test)
+                if not math.isclose(float(e[t_i, m_i, k, 0]), want, rel_tol=CELL_RTOL):
+                    raise CheckFailure(f"`err` has {bad} of its {e.size} cells wrong (tolerances: relative 1e-6, "
+                                       "a factor of 10 at the interpolation peaks); e.g. seed 0, target "
+                                       f"{t!r}, model {m!r}, n = {n}.")
+
+
+# ---------------------------------------------------------------- public tests
+
+def public_defined(**names: Any) -> None:
+    """What ``grader.check`` runs for students: every name defined. Reveals no value."""
+    for name, value in names.items():
+        expect_defined(name, value)
+
+
+def public_array(name: str, value: Any, shape: tuple) -> None:
+    """Public: a NumPy array of the right shape. Reveals no value."""
+    expect_array(name, value, shape, complex_ok=True, finite=False)
+
+
+def public_function(name: str, func: Any) -> None:
+    """Public: the name is a function (the hidden tests call it)."""
+    expect_callable(name, func)
