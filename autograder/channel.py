@@ -29,6 +29,16 @@ import torch
 MAX_FRAME = 256 * 1024 * 1024
 #: Deepest nesting of containers that is encoded; deeper is "too deeply nested".
 MAX_DEPTH = 32
+#: Largest pickle (the part of a payload that is not tensor storage) the judge
+#: unpickles: ``weights_only`` unpickling runs in Python, about a microsecond
+#: per item, so this bounds the time a crafted payload can cost the judge.
+MAX_PICKLE = 4 * 1024 * 1024
+#: Most containers and values one decoded value may hold, counting shared
+#: references each time they are reached (a few bytes of pickle can describe
+#: a tree of 2**64 nodes).
+MAX_NODES = 1_000_000
+#: Most Axes a figure may have, and images in one Axes, to be rebuilt by the judge.
+MAX_AXES = 64
 
 KIND = "__kind__"
 
@@ -61,7 +71,7 @@ def recv(sock: socket.socket) -> tuple[dict, bytes]:
         raise ChannelClosed(f"frame too large ({head_len} + {payload_len} bytes)")
     try:
         header = json.loads(_recv_exact(sock, head_len))
-    except ValueError as err:
+    except (ValueError, RecursionError) as err:
         raise ChannelClosed(f"malformed header: {err}") from None
     if not isinstance(header, dict):
         raise ChannelClosed("malformed header: not an object")
@@ -79,7 +89,21 @@ def load(payload: bytes) -> Any:
     """``torch.load(weights_only=True)``: tensors and plain data only, never code."""
     if not payload:
         return None
+    _check_pickle_size(payload)
     return torch.load(io.BytesIO(payload), weights_only=True)
+
+
+def _check_pickle_size(payload: bytes) -> None:
+    """Refuse a payload whose pickle (not its tensor data) is over :data:`MAX_PICKLE` bytes."""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(io.BytesIO(payload)) as archive:
+            pickles = [i for i in archive.infolist() if i.filename.endswith(".pkl")]
+    except zipfile.BadZipFile:
+        raise ValueError("not a torch.save payload") from None
+    if sum(i.file_size for i in pickles) > MAX_PICKLE:
+        raise ValueError(f"a value of more than {MAX_PICKLE // 2**20} MB of non-tensor data")
 
 
 # ------------------------------------------------------------- student side
@@ -94,10 +118,13 @@ def encode(value: Any, handles: dict[int, Any], depth: int = 0) -> Any:
 
     if depth > MAX_DEPTH:
         return {KIND: "opaque", "type": "too deeply nested"}
-    if value is None or isinstance(value, (bool, int, str, complex, torch.dtype, torch.Size)):
+    if value is None or isinstance(value, (torch.dtype, torch.Size)):
         return value
-    if isinstance(value, float):
-        return value
+    # plain types only: subclasses (numpy.float64 is a float, an IntEnum an
+    # int) would be refused by weights_only loading on the judge's side
+    for plain_type in (bool, int, float, complex, str):
+        if isinstance(value, plain_type):
+            return plain_type(value)
     if value is Ellipsis:
         return {KIND: "ellipsis"}
     if isinstance(value, torch.Tensor):
@@ -156,8 +183,24 @@ class Opaque:
         return f"<{self.type_name}>"
 
 
-def decode(value: Any, call: Any) -> Any:
-    """Rebuild a value on the judge's side; ``call(handle, name)`` makes a remote callable."""
+class TooComplex(ValueError):
+    """A value nested deeper than :data:`MAX_DEPTH` or holding more than :data:`MAX_NODES` items."""
+
+
+def decode(value: Any, call: Any, _budget: list[int] | None = None, _depth: int = 0) -> Any:
+    """Rebuild a value on the judge's side; ``call(handle, name)`` makes a remote callable.
+
+    Raises:
+        TooComplex: deeper than :data:`MAX_DEPTH` containers, or more than
+            :data:`MAX_NODES` of them (shared references counted each time).
+    """
+    budget = [MAX_NODES] if _budget is None else _budget
+    budget[0] -= 1
+    if budget[0] < 0:
+        raise TooComplex(f"a value holding more than {MAX_NODES} items")
+    if _depth > MAX_DEPTH + 1:
+        raise TooComplex(f"a value nested more than {MAX_DEPTH} deep")
+
     if isinstance(value, dict) and KIND in value:
         kind = value[KIND]
         if kind == "tensor":
@@ -172,27 +215,27 @@ def decode(value: Any, call: Any) -> Any:
 
             return np.dtype(value["dtype"]).type(value["value"])
         if kind in ("list", "tuple", "set", "frozenset"):
-            items = [decode(v, call) for v in value["items"]]
+            items = [decode(v, call, budget, _depth + 1) for v in value["items"]]
             return {"list": list, "tuple": tuple, "set": set, "frozenset": frozenset}[kind](
                 items if kind in ("list", "tuple") else _hashables(items))
         if kind == "dict":
             out = {}
             for k, v in value["items"]:
-                key = decode(k, call)
+                key = decode(k, call, budget, _depth + 1)
                 try:
-                    out[key] = decode(v, call)
+                    out[key] = decode(v, call, budget, _depth + 1)
                 except TypeError:
-                    out[repr(key)] = decode(v, call)
+                    out[repr(key)[:200]] = decode(v, call, budget, _depth + 1)
             return out
         if kind == "figure":
             return _rebuild_figure(value)
         if kind == "callable":
-            return call(int(value["handle"]), str(value.get("name", "function")), str(value.get("type", "")))
+            return call(int(value["handle"]), str(value.get("name", "function"))[:200], str(value.get("type", ""))[:200])
         if kind == "ellipsis":
             return Ellipsis
         if kind == "missing":
             return None
-        return Opaque(str(value.get("type", "object")))
+        return Opaque(str(value.get("type", "object"))[:200])
     return value
 
 
@@ -212,6 +255,8 @@ def _rebuild_figure(value: dict):
     """A matplotlib Figure with the student's Axes, images and colour limits."""
     from matplotlib.figure import Figure
 
+    if len(value["axes"]) > MAX_AXES or any(len(ax["images"]) > MAX_AXES for ax in value["axes"]):
+        raise TooComplex(f"a figure with more than {MAX_AXES} Axes or images in one Axes")
     fig = Figure()
     n = max(1, len(value["axes"]))
     for i, ax_data in enumerate(value["axes"]):

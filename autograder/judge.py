@@ -53,6 +53,12 @@ REPO = Path(__file__).resolve().parents[1]
 #: runs as root: solutions, references, hidden-test helpers, fixtures, history.
 PRIVATE_DIRS = ("reference", "autograder/checks", "assignments", "tests", "build", "docs", ".git", "benchmarks")
 SANDBOX_USER = "nobody"
+#: Student processes of gradings that run at the same time on one machine run
+#: as different users, so that one cannot read, write, signal or trace
+#: another's: the first holds :data:`SANDBOX_USER`, the n-th the unnamed user
+#: (and group) id ``SLOT_UID_BASE + n``, which has the same rights as "other".
+SLOT_UID_BASE = 64900
+MAX_SLOTS = 32
 SHARED_CACHE = Path("/var/cache/vision-autograder")
 OTTER_LINE = re.compile(r"^\s*(import otter\b.*|grader\s*=\s*otter\.Notebook\(.*\)|grader\.(check|check_all|export)\(.*\))\s*$")
 
@@ -97,6 +103,8 @@ def load_submission(path: Path, expected_name: str | None = None):
     import nbformat
 
     path = Path(path)
+    if path.is_symlink():  # read as root, it could be any file on the grading machine (the master notebook...)
+        raise SubmissionError(f"{path.name} is a symbolic link, not a file: submit the notebook itself.")
     if not path.is_file():
         raise SubmissionError(f"{path.name} is not a file.")
     if path.stat().st_size == 0:
@@ -171,18 +179,20 @@ class StudentProcess:
         env = {
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
             "HOME": str(self.workdir),
+            "TMPDIR": str(self.workdir),  # temporary files in the private folder, not the shared /tmp
             "MPLBACKEND": "Agg",
             "PYTHONHASHSEED": "0",
             "PYTHONDONTWRITEBYTECODE": "1",
             "LANG": "C.UTF-8",
         }
         for key in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "VISION_AUTOGRADER_CACHE", "FASHION_MNIST_DIR", "MNIST_NPZ",
-                    "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"):
+                    "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OPENBLAS_NUM_THREADS"):
             if key in os.environ:
                 env[key] = os.environ[key]
         kwargs: dict[str, Any] = {}
         if self.user is not None:
             kwargs.update(user=self.user.pw_uid, group=self.user.pw_gid, extra_groups=[])
+            _become_subreaper()
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "autograder.worker", str(student_end.fileno())],
             cwd=self.workdir, env=env, pass_fds=(student_end.fileno(),), stdin=subprocess.DEVNULL,
@@ -201,6 +211,8 @@ class StudentProcess:
                 os.killpg(self.proc.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 self.proc.kill()
+        if self.proc is not None:
+            self._kill_descendants()
             self.proc.wait()
         if self.sock is not None:
             self.sock.close()
@@ -210,28 +222,82 @@ class StudentProcess:
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
+    # -- the student's processes
+    def _student_pids(self) -> list[int]:
+        """The worker and every process it started, living ones only.
+
+        A process that left the worker's session (``setsid``) escapes
+        ``killpg``; when its parent dies it is re-parented to the judge (a
+        child subreaper when sandboxed), where it is found by its user.
+        """
+        if self.proc is None:
+            return []
+        table = _process_table()
+        roots = [self.proc.pid]
+        if self.user is not None:
+            roots += [pid for pid, (ppid, uid, _) in table.items()
+                      if ppid == os.getpid() and uid == self.user.pw_uid and pid != self.proc.pid]
+        children: dict[int, list[int]] = {}
+        for pid, (ppid, _, _) in table.items():
+            children.setdefault(ppid, []).append(pid)
+        found, stack = [], [pid for pid in roots if pid in table]
+        while stack:
+            pid = stack.pop()
+            found.append(pid)
+            stack.extend(children.get(pid, []))
+        return [pid for pid in found if table[pid][2] != "Z"]
+
+    def _kill_descendants(self) -> None:
+        """SIGKILL every process the student started, until none is left; reap those re-parented to the judge."""
+        for _ in range(50):
+            pids = self._student_pids()
+            if not pids:
+                break
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            time.sleep(0.02)
+        if self.user is not None:
+            for pid, (ppid, uid, _) in _process_table().items():
+                if ppid == os.getpid() and uid == self.user.pw_uid and pid != self.proc.pid:
+                    try:
+                        os.waitpid(pid, os.WNOHANG)
+                    except OSError:
+                        pass
+
     # -- requests
-    def _rss_mb(self) -> float:
-        try:
-            with open(f"/proc/{self.proc.pid}/status") as f:
-                for line in f:
-                    if line.startswith("VmRSS:"):
-                        return int(line.split()[1]) / 1024
-        except (OSError, AttributeError):
-            pass
-        return 0.0
+    def _rss_mb(self, tree: bool = False) -> float:
+        """Resident memory of the worker, or (``tree``) of every process the student started."""
+        total = 0.0
+        for pid in (self._student_pids() if tree else [self.proc.pid] if self.proc else []):
+            try:
+                with open(f"/proc/{pid}/status") as f:
+                    for line in f:
+                        if line.startswith("VmRSS:"):
+                            total += int(line.split()[1]) / 1024
+                            break
+            except OSError:
+                pass
+        return total
 
     def _wait(self, timeout: float, what: str, interrupt: bool = False) -> tuple[dict, bytes]:
         """Wait for one reply, watching time and memory; stop the process on a problem."""
         deadline = time.monotonic() + timeout
         interrupted_at = None
+        polls = 0
         while True:
             ready, _, _ = select.select([self.sock], [], [], 0.05)
+            polls += 1
             if ready:
                 try:
                     return channel.recv(self.sock)
                 except (channel.ChannelClosed, OSError) as err:
-                    code = self.proc.poll() if self.proc else None
+                    try:  # the channel closes as the process exits: wait for its exit code (same message every run)
+                        code = self.proc.wait(timeout=2) if self.proc else None
+                    except subprocess.TimeoutExpired:
+                        code = None
                     self.stop()
                     raise StudentFailure(f"the student process ended while {what}"
                                          + (f" (exit code {code})" if code is not None else f" ({err})")) from None
@@ -239,7 +305,7 @@ class StudentProcess:
                 code = self.proc.returncode
                 self.stop()
                 raise StudentFailure(f"the student process ended while {what} (exit code {code})")
-            if self._rss_mb() > self.limits.memory_mb:
+            if self._rss_mb(tree=polls % 10 == 0) > self.limits.memory_mb:
                 self.stop()
                 raise StudentFailure(f"it used more than {self.limits.memory_mb} MB of memory while {what}, "
                                      "and was stopped")
@@ -266,6 +332,33 @@ class StudentProcess:
             self.stop()
             raise StudentFailure(f"the student process ended before {what}") from None
         return self._wait(timeout, what, interrupt)
+
+
+def _process_table() -> dict[int, tuple[int, int, str]]:
+    """``{pid: (parent pid, user id, state)}`` of every process, from ``/proc``."""
+    table = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                stat = f.read()
+            uid = os.stat(f"/proc/{name}").st_uid
+        except OSError:
+            continue
+        fields = stat[stat.rfind(b")") + 2:].split()
+        table[int(name)] = (int(fields[1]), uid, fields[0].decode())
+    return table
+
+
+def _become_subreaper() -> None:
+    """Orphans of the student process become the judge's children, not init's, so none escapes ``stop()``."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+    except (OSError, AttributeError):
+        pass
 
 
 def _limit_resources() -> None:
@@ -298,6 +391,7 @@ class Session:
         self.cells, self.limits, self.deadline_at = cells, limits, deadline_at
         self.records: list[CellRecord] = []
         self.skipped: set[int] = set()
+        self.last_failure: str | None = None  # why the last call stopped the process, for the calls after it
 
     def remaining(self) -> float:
         return self.deadline_at - time.monotonic()
@@ -306,7 +400,8 @@ class Session:
         limit = min(self.limits.cell_seconds, max(1.0, self.remaining()))
         header, _ = self.process.request({"op": "exec", "source": self.cells[index]}, b"", limit,
                                          what=f"running code cell {index + 1}", interrupt=True)
-        return CellRecord(index, header.get("error"), None, str(header.get("output", ""))[:channel.MAX_FRAME])
+        error = header.get("error")
+        return CellRecord(index, None if error is None else str(error)[:4000], None, str(header.get("output", ""))[:65536])
 
     def run_all(self) -> None:
         """Execute every cell once, in order, until the deadline."""
@@ -352,17 +447,27 @@ class Session:
     # -- the judge's questions
     def values(self, names: list[str]) -> dict[str, Any]:
         self.ensure_alive()
-        header, payload = self.process.request({"op": "get", "names": names}, b"", self.limits.call_seconds,
-                                               what="reading " + ", ".join(names))
+        what = "reading " + ", ".join(names)
+        header, payload = self.process.request({"op": "get", "names": names}, b"", self.call_timeout(what), what=what)
         if header.get("op") != "values":
             raise StudentFailure("the student process answered out of turn")
-        encoded = channel.load(payload)
+        try:
+            encoded = channel.load(payload)
+        except Exception as err:  # noqa: BLE001 - whatever the student process sent
+            return {name: channel.Opaque(f"value the judge could not read ({err})") for name in names}
         if not isinstance(encoded, dict):
             raise StudentFailure("the student process sent something that is not a table of values")
         generation = self.process.generation
-        return {name: channel.decode(encoded.get(name, {channel.KIND: "missing"}),
-                                     lambda handle, label, kind: RemoteCallable(self, handle, label, kind, generation))
+        return {name: _decoded(encoded.get(name, {channel.KIND: "missing"}),
+                               lambda handle, label, kind: RemoteCallable(self, handle, label, kind, generation))
                 for name in names}
+
+    def call_timeout(self, what: str) -> float:
+        """Seconds a request may take: the call limit, cut by the whole-run deadline."""
+        remaining = self.remaining()
+        if remaining <= 0:
+            raise StudentFailure(f"the grading deadline passed before {what}")
+        return min(self.limits.call_seconds, remaining)
 
 
 class StudentError(Exception):
@@ -381,16 +486,33 @@ class RemoteCallable:
     def __call__(self, *args, **kwargs):
         process = self._session.process
         if process.generation != self._generation or not process.alive:
-            raise StudentFailure(f"{self.__name__} is gone: the student process was stopped earlier")
+            why = f" ({self._session.last_failure})" if self._session.last_failure else ""
+            raise StudentFailure(f"{self.__name__} is gone: the student process was stopped earlier{why}")
         payload = channel.dump(([_outgoing(a) for a in args], {k: _outgoing(v) for k, v in kwargs.items()}))
-        header, body = process.request({"op": "call", "handle": self._handle}, payload,
-                                       self._session.limits.call_seconds, what=f"calling {self.__name__}")
+        what = f"calling {self.__name__}"
+        try:
+            header, body = process.request({"op": "call", "handle": self._handle}, payload,
+                                           self._session.call_timeout(what), what=what)
+        except StudentFailure as failure:
+            self._session.last_failure = str(failure)
+            raise
         if header.get("op") == "raised":
-            raise StudentError(f"{header.get('type', 'Exception')}: {header.get('message', '')}")
+            raise StudentError(f"{str(header.get('type', 'Exception'))[:200]}: {str(header.get('message', ''))[:2000]}")
         if header.get("op") != "result":
             raise StudentFailure("the student process answered out of turn")
-        return channel.decode(channel.load(body), lambda h, label, kind: RemoteCallable(
-            self._session, h, label, kind, process.generation))
+        try:
+            result = channel.load(body)
+        except Exception as err:  # noqa: BLE001 - whatever the student process sent
+            return channel.Opaque(f"value the judge could not read ({err})")
+        return _decoded(result, lambda h, label, kind: RemoteCallable(self._session, h, label, kind, process.generation))
+
+
+def _decoded(value: Any, call) -> Any:
+    """:func:`channel.decode`, where a value the judge cannot rebuild becomes opaque instead of an error."""
+    try:
+        return channel.decode(value, call)
+    except Exception as err:  # noqa: BLE001 - a crafted payload may fail anywhere in the rebuild
+        return channel.Opaque(f"value the judge could not read ({type(err).__name__}: {str(err)[:200]})")
 
 
 def _outgoing(value: Any) -> Any:
@@ -446,17 +568,81 @@ def _sandbox_user() -> pwd.struct_passwd | None:
         _USER_CHECKED[SANDBOX_USER] = f"user {SANDBOX_USER!r} does not exist"
         return None
     if SANDBOX_USER not in _USER_CHECKED:
-        try:
-            probe = subprocess.run([sys.executable, "-c", "import autograder"], user=user.pw_uid,
-                                   group=user.pw_gid, extra_groups=[], cwd="/", capture_output=True, text=True,
-                                   env={"PATH": os.environ.get("PATH", ""), "HOME": "/tmp"}, timeout=120)
-            problem = None if probe.returncode == 0 else (probe.stderr.strip().splitlines() or ["no output"])[-1]
-        except (OSError, subprocess.SubprocessError) as err:
-            problem = f"{type(err).__name__}: {err}"
+        problem = _probe_user(user.pw_uid, user.pw_gid)
         _USER_CHECKED[SANDBOX_USER] = None if problem is None else (
             f"user {SANDBOX_USER!r} cannot run {sys.executable} with this package ({problem}); "
             "bin/install makes the interpreter's folders traversable")
     return user if _USER_CHECKED[SANDBOX_USER] is None else None
+
+
+def _probe_user(uid: int, gid: int) -> str | None:
+    """Why user ``uid`` cannot import this package with this interpreter (``None``: it can).
+
+    ``-s``: no user site-packages folder, which would be ``/tmp/.local/...``
+    (``HOME=/tmp``), where an earlier submission could have planted code.
+    """
+    try:
+        probe = subprocess.run([sys.executable, "-s", "-c", "import autograder"], user=uid, group=gid, extra_groups=[],
+                               cwd="/", capture_output=True, text=True,
+                               env={"PATH": os.environ.get("PATH", ""), "HOME": "/tmp"}, timeout=120)
+        return None if probe.returncode == 0 else (probe.stderr.strip().splitlines() or ["no output"])[-1]
+    except (OSError, subprocess.SubprocessError) as err:
+        return f"{type(err).__name__}: {err}"
+
+
+def _claim_sandbox(user: pwd.struct_passwd) -> tuple[Any, int | None]:
+    """A sandbox identity that no other grading on this machine holds now, and the lock holding it.
+
+    Slot 0 is ``user`` itself; slot n an unnamed user ``SLOT_UID_BASE + n``
+    (skipped if it has a passwd entry or cannot run Python). Locks are
+    ``flock``s on files in a folder only root can write; the lock is
+    released when its descriptor is closed (or the judge dies). Processes
+    left over by a judge that died are killed when their slot is claimed
+    (never for slot 0: other services may run as ``nobody``). When every
+    slot is taken, or the folder cannot be trusted, ``user`` is shared.
+    """
+    import fcntl
+
+    folder = Path("/run/vision-autograder") if Path("/run").is_dir() else Path(tempfile.gettempdir()) / "vision-autograder-slots"
+    try:
+        folder.mkdir(mode=0o700, exist_ok=True)
+        info = folder.lstat()
+    except OSError:
+        return user, None
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != 0 or info.st_mode & 0o077:
+        return user, None
+    for slot in range(MAX_SLOTS):
+        uid = user.pw_uid if slot == 0 else SLOT_UID_BASE + slot
+        if slot:
+            try:
+                pwd.getpwuid(uid)
+                continue  # a real user
+            except KeyError:
+                pass
+        try:
+            fd = os.open(folder / f"slot-{slot}", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            continue
+        if slot == 0:
+            return user, fd
+        if uid not in _USER_CHECKED:
+            _USER_CHECKED[uid] = _probe_user(uid, uid)
+        if _USER_CHECKED[uid] is not None:
+            os.close(fd)
+            continue
+        for pid, (_, owner, _) in _process_table().items():
+            if owner == uid:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+        return pwd.struct_passwd((f"{user.pw_name}+{slot}", "x", uid, uid, "", "/", "/bin/false")), fd
+    return user, None
 
 
 def _prepare_shared_cache() -> None:
@@ -522,9 +708,9 @@ def _grade(autograder_zip: Path, submission: Path, limits: Limits, started: floa
     if _is_root():
         lock_down([REPO / d for d in PRIVATE_DIRS])
         _prepare_shared_cache()
-        if user is None:
-            notes.append(f"grading as root, but {_USER_CHECKED.get(SANDBOX_USER)}: student code ran as root, "
-                         "in its own process")
+        if user is None:  # never run student code as root: it could read the references and write the results
+            raise RuntimeError(f"grading as root, but {_USER_CHECKED.get(SANDBOX_USER)}; student code is never run "
+                               "as root")
     else:
         notes.append("not running as root: student code ran as this user, in its own process")
 
@@ -532,9 +718,13 @@ def _grade(autograder_zip: Path, submission: Path, limits: Limits, started: floa
     private.chmod(0o700)
     workdir = Path(tempfile.mkdtemp(prefix="submission-"))
     session = None
+    slot_lock = None
     try:
+        if user is not None:
+            user, slot_lock = _claim_sandbox(user)
         if autograder_zip.is_dir():  # Gradescope's /autograder/source, already unpacked
             shutil.copytree(autograder_zip, private, dirs_exist_ok=True)
+            private.chmod(0o700)  # copytree copied the source folder's mode
         else:
             with zipfile.ZipFile(autograder_zip) as archive:
                 archive.extractall(private)
@@ -543,6 +733,7 @@ def _grade(autograder_zip: Path, submission: Path, limits: Limits, started: floa
         test_files = [ExceptionTestFile.from_file(str(p)) for p in sorted((private / "tests").glob("*.py"))]
         if (private / "files").is_dir():
             shutil.copytree(private / "files", workdir, dirs_exist_ok=True)
+            workdir.chmod(0o700)  # copytree copied the mode of files/ (0755): other users could read the workdir
         if submission.suffix == ".ipynb":
             shutil.copyfile(submission, workdir / submission.name)
         if user is not None:
@@ -570,6 +761,8 @@ def _grade(autograder_zip: Path, submission: Path, limits: Limits, started: floa
     finally:
         if session is not None:
             session.process.stop()
+        if slot_lock is not None:
+            os.close(slot_lock)
         shutil.rmtree(private, ignore_errors=True)
         shutil.rmtree(workdir, ignore_errors=True)
 
