@@ -1,0 +1,724 @@
+"""Hidden and public checks for the assignment ``when_it_fails`` (Chapter 6).
+
+Each ``check_q*`` function grades one question of the master notebook and is
+called by that question's hidden test with the student's names as
+arguments. The answers and their types are listed in
+``docs/when_it_fails_answers.md``; expected values come from
+``reference.when_it_fails`` computed in the grading environment.
+
+Student models (``net``, ``net_shuffled``, ...) are only ever *called* on
+images, and the weights the checks need are the tensors the student stores
+(``net_weights``), so a check reads data and calls functions, nothing else.
+
+Errors carried forward. Several questions build on earlier ones:
+
+* the data: every check uses the student's own split tensors when they have
+  the right shapes and dtypes, else the reference's; the reference models a
+  band is centred on are trained on the same data (``trained_answers``), so
+  a wrong split costs q1 and nothing else;
+* ``train_mlp``: a question's training-dependent claims (the cliff falls with
+  every pixel, the shuffled score is close to the plain one, the sweep has
+  the chapter's shape, the sealed test lands near the reference, ...) are
+  graded only when the student's ``net`` scores within :data:`VAL_BAND` of
+  the reference on the validation images ("a healthy ``train_mlp``"). A
+  broken ``train_mlp`` costs q2; later questions then check only that their
+  numbers are what the student's own models give on the right images;
+* ``shift_accs``, ``val_acc``, ``pixel_perm``, ``net_weights``: later
+  questions are graded against the student's own values.
+
+Tolerances, and why they are what they are:
+
+* ``ONE_IMAGE``: an accuracy the student computed from a model must be what
+  that model scores, give or take one image (``1 / n``): a student who scores
+  in batches sums the same float32 products in another order, which can flip
+  the argmax of an image whose two largest logits tie to the last bit.
+* Training-dependent bands. The reference trains at one thread; a notebook
+  graded at two threads (or on another CPU) splits every matrix product's
+  sums differently, and after 300 Adam steps a handful of the 200 validation
+  predictions change (measured here: the sealed test's 0.815 at one thread
+  is 0.810 at two). A correct ``train_mlp`` written another way (another
+  initial draw, batch order or loader) is another seed of the same recipe.
+  Each band below is about twice the spread of eight seeds of the recipe
+  (``tests/reference/test_when_it_fails.py`` measures it), and far from what
+  the mistakes it must catch give.
+* Distance ratios: ``RATIO_TOL = 0.015``: another seed or generator (numpy's,
+  a ``torch.Generator``) moves the mean of 300 ratios by at most 0.009 at
+  every dimension (seeds 0-4 measured); 0.015 keeps squared distances (0.80
+  at d = 784), the self-distance (0) and the inverted ratio (> 1) out.
+* Counts, indices, the permutation, the permutation matrix and every shift are
+  exact: nothing about them depends on summation order.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import torch
+import torch.nn.functional as F
+
+from autograder.checks import (
+    CheckFailure,
+    call_student,
+    expect_bool,
+    expect_callable,
+    expect_defined,
+    expect_int,
+    expect_number,
+    expect_sequence,
+    expect_tensor,
+    expect_type,
+)
+from autograder.checks.properties import given, run_property, seeded_images, st
+
+#: Accuracy of the chapter's MLP on the 200 validation images: eight seeds of
+#: the recipe span 0.74-0.77 around the reference's 0.755 (at most 0.015
+#: away); twice that plus a thread-count margin. A ``train_mlp`` without
+#: ``zero_grad`` scores 0.41, one with 3 epochs 0.685.
+VAL_BAND = 0.04
+#: The accuracy-against-shift table, entry by entry: eight seeds land at most
+#: 0.065 from the reference (at 2 and 3 pixels, where the cliff is steepest).
+SHIFT_BAND = 0.08
+#: Shuffled against plain validation accuracy: at most 0.025 apart over eight
+#: seeds (the chapter: 76.0% and 77.0%); a network scored on unshuffled
+#: validation images falls below 0.2.
+SHUFFLE_GAP = 0.06
+#: The width sweep's shape: error at width 2 at least this far above the
+#: curve's lowest point (the smallest fall over four seeds is 0.22 at n = 1000)...
+SWEEP_FALL = 0.15
+#: ...the last two widths (64 and 256) within this of each other (at most
+#: 0.02 apart over four seeds)...
+SWEEP_FLAT = 0.05
+#: ...and the error at n = 1000, width 256 within this of ``net``'s validation
+#: error: the same network trained 60 instead of 30 epochs, at most 0.03 apart
+#: on images it never saw (four seeds). On images it was fitted on (a split
+#: whose validation images lie inside the fitting set, which costs q1) 30
+#: epochs leave an error of 0.095 and 60 leave 0.005; a curve measured on the
+#: fitting images instead of the validation images is 0.24 away.
+SWEEP_LINK = 0.12
+#: Sealed test: clean accuracy over 600 images, eight seeds span 0.798-0.815
+#: (reference 0.815 at one thread, 0.810 at two).
+TEST_BAND = 0.04
+#: Shift-2 test accuracy: eight seeds span 0.447-0.503 around the reference's 0.46.
+TEST_SHIFT_BAND = 0.07
+#: The final network was fitted on the validation images, so it scores at
+#: least this on them (0.93 for the reference; a network fitted on the 1,000
+#: fitting images alone scores 0.755 there).
+FINAL_KNOWS_VALIDATION = 0.85
+#: Exercise 2: robustness bought at 2 pixels, 0.23-0.31 over six seeds; the
+#: original network re-scored, or unshifted copies, buy nothing.
+AUG_MIN_GAIN = 0.12
+#: Exercise 2: clean accuracy given up, -0.015 to 0.035 over six seeds.
+AUG_MAX_COST = 0.08
+#: Exercise 4: memorized random labels, 0.92-0.945 train accuracy over six
+#: seeds at 512 units and 60 epochs; chance is 0.1...
+MEMO_MIN_TRAIN = 0.85
+#: ...and validation accuracy 0.055-0.145 over six seeds (chance 0.1; a
+#: binomial standard deviation of 0.021 over 200 images). A network trained
+#: on the true labels scores 0.75.
+MEMO_MAX_VAL = 0.25
+RATIO_TOL = 0.015
+#: Exercise 5 in megabytes (10^6 bytes): 602.112; the chapter says "about 602 MB".
+MB_TOL = 0.5
+#: Logits of the student's ``net`` against the MLP rebuilt from ``net_weights``:
+#: the same products, summed by ``addmm`` either way; 1e-4 on logits of size ~10.
+LOGIT_TOL = 1e-4
+#: Outputs of a network on P x with weight W P^T against W x: the same 784
+#: products summed in another order, float32 values below 1 in size.
+PERMUTED_TOL = 1e-4
+
+
+def _reference():
+    from reference import when_it_fails
+
+    return when_it_fails
+
+
+def _answers() -> dict[str, Any]:
+    return _reference().answers()
+
+
+# ---------------------------------------------------------------- helpers
+
+DATA_NAMES = ("X_tr", "y_tr", "X_val", "y_val", "X_test", "y_test")
+
+
+def _data_shapes() -> dict[str, tuple[tuple[int, ...], torch.dtype]]:
+    r = _reference()
+    return {"X_tr": ((r.N_FIT, 784), torch.float32), "y_tr": ((r.N_FIT,), torch.int64),
+            "X_val": ((r.N_VALIDATION, 784), torch.float32), "y_val": ((r.N_VALIDATION,), torch.int64),
+            "X_test": ((r.N_TEST, 784), torch.float32), "y_test": ((r.N_TEST,), torch.int64),
+            "X_dev": ((r.N_DEV, 784), torch.float32), "y_dev": ((r.N_DEV,), torch.int64)}
+
+
+def _usable(value: Any, shape: tuple[int, ...], dtype: torch.dtype) -> bool:
+    return (isinstance(value, torch.Tensor) and tuple(value.shape) == shape and value.dtype == dtype
+            and (not value.is_floating_point() or bool(torch.isfinite(value).all())))
+
+
+def _data(X_tr, y_tr, X_val, y_val, X_test, y_test) -> dict[str, torch.Tensor]:
+    """The student's split when every tensor has the right shape and dtype, else the reference's."""
+    given_ = dict(zip(DATA_NAMES, (X_tr, y_tr, X_val, y_val, X_test, y_test)))
+    shapes = _data_shapes()
+    if all(_usable(given_[k], *shapes[k]) for k in DATA_NAMES):
+        labels_ok = all(0 <= int(given_[k].min()) and int(given_[k].max()) <= 9 for k in ("y_tr", "y_val", "y_test"))
+        if labels_ok:
+            return {k: v.detach() for k, v in given_.items()}
+    a = _answers()
+    return {k: a[k] for k in DATA_NAMES}
+
+
+def _trained(data: dict[str, torch.Tensor]) -> dict[str, Any]:
+    return _reference().trained_answers(**data)
+
+
+def _logits(name: str, net: Any, X: torch.Tensor) -> torch.Tensor:
+    """The student's model called on ``X``: a ``(len(X), 10)`` tensor, or a CheckFailure naming ``name``."""
+    expect_callable(name, net)
+    with torch.no_grad(), torch.random.fork_rng(devices=[]):
+        out = call_student(name, net, X)
+    if not isinstance(out, torch.Tensor) or tuple(out.shape) != (len(X), 10):
+        shown = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+        raise CheckFailure(f"`{name}` called on a batch of {len(X)} flattened images returned {shown}, "
+                           f"not a ({len(X)}, 10) tensor of logits.")
+    return out.detach()
+
+
+def _accuracy(name: str, net: Any, X: torch.Tensor, y: torch.Tensor) -> float:
+    return (_logits(name, net, X).argmax(dim=1) == y).float().mean().item()
+
+
+def _expect_accuracy_of(name: str, value: Any, actual: float, n: int, what: str) -> float:
+    """``value`` is a number equal to ``actual`` (the model's score) within one image of ``n``."""
+    number = expect_number(name, value)
+    if abs(number - actual) > 1.0 / n + 1e-6:
+        raise CheckFailure(f"`{name}` is not the accuracy {what}.")
+    return number
+
+
+def _healthy(net: Any, data: dict[str, torch.Tensor]) -> bool:
+    """Whether the student's ``net`` scores within :data:`VAL_BAND` of the reference on the validation images."""
+    try:
+        score = _accuracy("net", net, data["X_val"], data["y_val"])
+    except CheckFailure:
+        return False
+    return abs(score - _trained(data)["val_acc"]) <= VAL_BAND
+
+
+def _shifted(shift_right: Any, X: torch.Tensor, s: int) -> torch.Tensor:
+    """``X`` moved ``s`` pixels right by the student's ``shift_right`` when it runs and keeps the shape,
+    else by the reference's: a later question is graded on the student's own shift (q3 grades the shift)."""
+    try:
+        with torch.random.fork_rng(devices=[]):
+            out = shift_right(X.clone(), s)
+        if isinstance(out, torch.Tensor) and out.shape == X.shape and out.dtype == X.dtype:
+            return out.detach()
+    except Exception:  # noqa: BLE001 - a broken shift is graded in q3
+        pass
+    return _reference().shift_right(X, s)
+
+
+def _numbers(name: str, value: Any, length: int) -> list[float]:
+    items = expect_sequence(name, value, length)
+    return [expect_number(f"{name}[{i}]", v) for i, v in enumerate(items)]
+
+
+def _is_permutation(value: Any, n: int) -> bool:
+    return (isinstance(value, torch.Tensor) and tuple(value.shape) == (n,) and not value.is_floating_point()
+            and value.dtype != torch.bool and torch.equal(value.sort().values.long(), torch.arange(n)))
+
+
+def _perm_used(pixel_perm: Any) -> torch.Tensor:
+    """The student's ``pixel_perm`` when it is a permutation of 0..783, else the reference's."""
+    return pixel_perm.long() if _is_permutation(pixel_perm, 784) else _answers()["pixel_perm"]
+
+
+def _weights_used(net_weights: Any) -> list[torch.Tensor] | None:
+    """The student's ``net_weights`` when it is the chapter's four tensors, else ``None``."""
+    shapes = [(256, 784), (256,), (10, 256), (10,)]
+    if isinstance(net_weights, (list, tuple)) and len(net_weights) == 4 and all(
+            _usable(w, s, torch.float32) for w, s in zip(net_weights, shapes)):
+        return [w.detach() for w in net_weights]
+    return None
+
+
+# ---------------------------------------------------------------- q1: the split
+
+def check_split_function(make_split: Callable) -> None:
+    """``make_split(seed)`` by property: sizes, ranges, no repeats, fit and validation disjoint, determinism."""
+    expect_callable("make_split", make_split)
+    r = _reference()
+
+    def parts(seed: int) -> list[torch.Tensor]:
+        shown = f"make_split({seed})"
+        out = call_student("make_split", make_split, seed)
+        items = expect_sequence(shown, out, 3)
+        names = ("fit", "validation", "test")
+        sizes = (r.N_FIT, r.N_VALIDATION, r.N_TEST)
+        limits = (r.N_TRAIN_IMAGES, r.N_TRAIN_IMAGES, r.N_TEST_IMAGES)
+        result = []
+        for item, what, size, limit in zip(items, names, sizes, limits):
+            label = f"{shown}'s {what} indices"
+            expect_tensor(label, item, shape=(size,), finite=False, requires_grad=None)
+            if item.is_floating_point() or item.dtype == torch.bool:
+                raise CheckFailure(f"`{label}` have dtype {item.dtype}: index tensors hold integers (int64).")
+            if int(item.min()) < 0 or int(item.max()) >= limit:
+                raise CheckFailure(f"`{label}` are not all between 0 and {limit - 1}.")
+            if item.unique().numel() != size:
+                raise CheckFailure(f"`{label}` repeat an image: draw them from one permutation.")
+            result.append(item.long())
+        if bool(torch.isin(result[0], result[1]).any()):
+            raise CheckFailure(f"`{shown}`: the fitting and validation indices share images; they must be disjoint.")
+        return result
+
+    @given(st.integers(0, 2**31 - 1))
+    def sizes_ranges_disjoint_determinism(seed):
+        first, second = parts(seed), parts(seed)
+        if not all(torch.equal(a, b) for a, b in zip(first, second)):
+            raise CheckFailure(f"`make_split({seed})` gave two different splits in two calls: draw them from a "
+                               "generator seeded with `seed`.")
+        other = parts(seed + 1)
+        if all(torch.equal(a, b) for a, b in zip(first, other)):
+            raise CheckFailure(f"`make_split({seed})` and `make_split({seed + 1})` are the same split: "
+                               "use the `seed` argument.")
+
+    run_property(sizes_ranges_disjoint_determinism)
+    expected = r.make_split(r.SPLIT_SEED)
+    actual = parts(r.SPLIT_SEED)
+    for what, a, e in zip(("fit", "validation", "test"), actual, expected):
+        if not torch.equal(a, e):
+            raise CheckFailure(f"`make_split({r.SPLIT_SEED})`'s {what} indices are not the ones the recipe draws "
+                               "(one generator seeded `seed`: the 60,000 training images first, then the "
+                               "10,000 test images).")
+
+
+def check_q1(make_split, X_tr, y_tr, X_val, y_val, X_dev, y_dev, X_test, y_test) -> None:
+    """The seeded split: the function by property, and the eight tensors of seed 0."""
+    check_split_function(make_split)
+    a = _answers()
+    given_ = {"X_tr": X_tr, "y_tr": y_tr, "X_val": X_val, "y_val": y_val, "X_dev": X_dev, "y_dev": y_dev,
+              "X_test": X_test, "y_test": y_test}
+    for name, (shape, dtype) in _data_shapes().items():
+        value = expect_tensor(name, given_[name], shape=shape, dtype=dtype)
+        if not torch.equal(value, a[name]):
+            where = "the test file" if name.endswith("test") else "the training file"
+            raise CheckFailure(f"`{name}` has the right shape and dtype, but not the images (or labels) "
+                               f"make_split(0) picks from {where}, flattened to 784 values byte / 255.")
+
+
+# ---------------------------------------------------------------- q2: train_mlp
+
+def check_train_function(train_mlp: Callable) -> None:
+    """``train_mlp`` on a small problem: a model of logits, the same seed twice the same, another seed not."""
+    expect_callable("train_mlp", train_mlp)
+    a = _answers()
+    X, y, probe = a["X_tr"][:64], a["y_tr"][:64], a["X_val"][:20]
+
+    def outputs(seed: int) -> torch.Tensor:
+        shown = f"train_mlp(X_tr[:64], y_tr[:64], hidden=8, epochs=2, seed={seed})"
+        with torch.random.fork_rng(devices=[]):
+            model = call_student("train_mlp", train_mlp, X.clone(), y.clone(), hidden=8, epochs=2, seed=seed)
+        return _logits(f"the model {shown} returned", model, probe)
+
+    first, again, other = outputs(3), outputs(3), outputs(4)
+    if not torch.equal(first, again):
+        raise CheckFailure("`train_mlp` trained twice with seed=3 gives two different models: seed torch "
+                           "(torch.manual_seed(seed)) before building the model, and draw the batch order from "
+                           "a generator seeded `seed`.")
+    if torch.equal(first, other):
+        raise CheckFailure("`train_mlp` gives the same model for seed=3 and seed=4: use the `seed` argument.")
+
+
+def check_q2(train_mlp, net, net_weights, n_params, val_acc, X_tr, y_tr, X_val, y_val, X_test, y_test) -> None:
+    """The chapter's MLP: its parameter count, its architecture, its validation accuracy in a band; determinism."""
+    expect_int("n_params", n_params, _answers()["n_params"])
+    weights = expect_sequence("net_weights", net_weights, 4)
+    for i, shape in enumerate([(256, 784), (256,), (10, 256), (10,)]):
+        expect_tensor(f"net_weights[{i}]", weights[i], shape=shape, dtype=torch.float32, requires_grad=None)
+    W1, b1, W2, b2 = (w.detach() for w in weights)
+    data = _data(X_tr, y_tr, X_val, y_val, X_test, y_test)
+    logits = _logits("net", net, data["X_val"])
+    rebuilt = F.linear(F.relu(F.linear(data["X_val"], W1, b1)), W2, b2)
+    if not torch.allclose(logits, rebuilt, rtol=0, atol=LOGIT_TOL * max(1.0, float(rebuilt.abs().max()))):
+        raise CheckFailure("`net` is not Linear(784, 256), ReLU, Linear(256, 10) with the weights in `net_weights` "
+                           "(first weight, first bias, second weight, second bias).")
+    score = (logits.argmax(dim=1) == data["y_val"]).float().mean().item()
+    _expect_accuracy_of("val_acc", val_acc, score, len(data["y_val"]), "`net` scores on the validation images")
+    if abs(score - _trained(data)["val_acc"]) > VAL_BAND:
+        raise CheckFailure("`net` is the chapter's MLP, but trained by `train_mlp` it does not score on the validation "
+                           "images what the recipe (Adam, lr 1e-3, batches of 100, 30 epochs) gives.")
+    check_train_function(train_mlp)
+
+
+# ---------------------------------------------------------------- q3: the shift
+
+def check_shift_function(shift_right: Callable) -> None:
+    """``shift_right(x, s)`` against the reference by property: black-filled, along each image's columns."""
+    expect_callable("shift_right", shift_right)
+    reference_shift = _reference().shift_right
+
+    def compare(x: torch.Tensor, s: int) -> None:
+        before = x.clone()
+        shown = f"shift_right(x, {s}) for x of shape {tuple(x.shape)}"
+        actual = call_student("shift_right", shift_right, x, s)
+        if not torch.equal(x, before):
+            raise CheckFailure(f"`shift_right` changed its input x in place ({shown}): write into a new tensor.")
+        expect_tensor(shown, actual, shape=x.shape, dtype=x.dtype, requires_grad=None)
+        if not torch.equal(actual, reference_shift(x, s)):
+            raise CheckFailure(f"`{shown}` is not every 28 by 28 image moved {s} column(s) right with black filled in "
+                               "on the left (reshape to 28 by 28, move along the columns, flatten back; "
+                               "shift 0 leaves the images as they are).")
+
+    gen = torch.Generator().manual_seed(7)
+    lit = torch.randint(1, 256, (2, 784), generator=gen).to(torch.float32) / 255  # every pixel lit
+    for s in (0, 1, 2):  # the table's first shifts, on images lit to the edges, always tried
+        compare(lit, s)
+
+    @given(st.data())
+    def matches_reference(data):
+        n = data.draw(st.integers(1, 3), label="images")
+        s = data.draw(st.integers(0, 27), label="s")
+        compare(seeded_images(data.draw, (n, 784)), s)
+
+    run_property(matches_reference)
+
+
+def check_q3(shift_right, shift_accs, net, X_tr, y_tr, X_val, y_val, X_test, y_test) -> None:
+    """The validation cliff: ``shift_right`` by property; accuracy at 0..4 pixels, falling with every pixel."""
+    check_shift_function(shift_right)
+    r = _reference()
+    data = _data(X_tr, y_tr, X_val, y_val, X_test, y_test)
+    values = _numbers("shift_accs", shift_accs, len(r.SHIFTS))
+    scores = []
+    for s, value in zip(r.SHIFTS, values):
+        score = _accuracy("net", net, r.shift_right(data["X_val"], s), data["y_val"])
+        _expect_accuracy_of(f"shift_accs[{s}]", value, score, len(data["y_val"]),
+                            f"`net` scores on the validation images moved {s} pixel(s) right")
+        scores.append(score)
+    if not _healthy(net, data):
+        return  # train_mlp is graded in q2; the table is what the student's own network gives
+    if any(later >= earlier for earlier, later in zip(scores, scores[1:])):
+        raise CheckFailure("`shift_accs` does not fall with every pixel of shift, as the chapter's network does.")
+    for s, score, expected in zip(r.SHIFTS, scores, _trained(data)["shift_accs"]):
+        if abs(score - expected) > SHIFT_BAND:
+            raise CheckFailure(f"`shift_accs[{s}]` is far from what the chapter's network scores at a shift of {s}.")
+
+
+# ---------------------------------------------------------------- q4: the pixel shuffle
+
+def check_q4(pixel_perm, net_shuffled, shuffled_acc, net, X_tr, y_tr, X_val, y_val, X_test, y_test) -> None:
+    """The fixed shuffle: ``pixel_perm`` exact; the retrained network scored on shuffled validation images."""
+    expect_tensor("pixel_perm", pixel_perm, shape=(784,), dtype=torch.int64)
+    if not torch.equal(pixel_perm, _answers()["pixel_perm"]):
+        raise CheckFailure("`pixel_perm` is not `torch.randperm(784)` right after `torch.manual_seed(0)`.")
+    data = _data(X_tr, y_tr, X_val, y_val, X_test, y_test)
+    score = _accuracy("net_shuffled", net_shuffled, data["X_val"][:, pixel_perm], data["y_val"])
+    value = _expect_accuracy_of("shuffled_acc", shuffled_acc, score, len(data["y_val"]),
+                                "`net_shuffled` scores on the validation images with their pixels shuffled by "
+                                "`pixel_perm` (fit and validation images alike)")
+    if not _healthy(net, data):
+        return
+    plain = _accuracy("net", net, data["X_val"], data["y_val"])
+    if abs(value - plain) > SHUFFLE_GAP:
+        raise CheckFailure("`shuffled_acc` is far from the accuracy on the original images: retrain on shuffled fitting "
+                           "images and score on validation images shuffled the same way.")
+
+
+# ---------------------------------------------------------------- q5: Exercise 1 as code
+
+def check_permuted_weight_function(weight_for_permuted: Callable) -> None:
+    """``weight_for_permuted(W, P)``: the layer with it on P x equals the layer with W on x, by property."""
+    expect_callable("weight_for_permuted", weight_for_permuted)
+
+    @given(st.data())
+    def same_layer(data):
+        d = data.draw(st.integers(3, 12), label="inputs")
+        h = data.draw(st.integers(1, 5), label="units")
+        gen = torch.Generator().manual_seed(data.draw(st.integers(0, 2**31 - 1), label="seed"))
+        perm = torch.randperm(d, generator=gen)
+        if torch.equal(perm[perm], torch.arange(d)):  # an involution cannot tell W P from W P^T
+            perm = torch.roll(torch.arange(d), 1)
+        P = torch.eye(d)[perm]
+        W = torch.rand(h, d, generator=gen) - 0.5
+        x = torch.rand(4, d, generator=gen)
+        W_before, P_before = W.clone(), P.clone()
+        shown = f"weight_for_permuted(W, P) for W of shape {(h, d)} and a {d} by {d} permutation matrix P"
+        W_new = expect_tensor(shown, call_student("weight_for_permuted", weight_for_permuted, W, P),
+                              shape=(h, d), requires_grad=None)
+        if not (torch.equal(W, W_before) and torch.equal(P, P_before)):
+            raise CheckFailure(f"`weight_for_permuted` changed W or P in place ({shown}).")
+        if not torch.allclose((x @ P.T) @ W_new.float().T, x @ W.T, atol=1e-5):
+            raise CheckFailure(f"`{shown}`: a layer with this weight on P x does not give what W gives on x.")
+
+    run_property(same_layer)
+
+
+def check_q5(weight_for_permuted, P, W1_perm, same_outputs, net_weights, pixel_perm) -> None:
+    """Exercise 1: W P^T, by property and on the network's own first weight and ``pixel_perm``."""
+    check_permuted_weight_function(weight_for_permuted)
+    perm = _perm_used(pixel_perm)
+    expect_tensor("P", P, shape=(784, 784), dtype=torch.float32)
+    if not torch.equal(P, torch.eye(784)[perm]):
+        raise CheckFailure("`P` is not the permutation matrix with P @ x == x[pixel_perm] (torch.eye(784)[pixel_perm]).")
+    expect_tensor("W1_perm", W1_perm, shape=(256, 784), dtype=torch.float32)
+    weights = _weights_used(net_weights)
+    if weights is not None and not torch.allclose(W1_perm, weights[0][:, perm], rtol=0, atol=1e-6):
+        raise CheckFailure("`W1_perm` is not the weight that makes the network on P x the network on x, "
+                           "for the first weight in `net_weights`.")
+    expect_bool("same_outputs", same_outputs, True)
+
+
+# ---------------------------------------------------------------- q6: the templates
+
+def check_q6(fig_templates, net_weights) -> None:
+    """Figure 6.2: 16 first-layer rows as 28 by 28 images, each on a colour scale centred on zero."""
+    from matplotlib.figure import Figure
+
+    expect_type("fig_templates", fig_templates, Figure, what="a matplotlib Figure (fig, axes = plt.subplots(4, 4))")
+    weights = _weights_used(net_weights)
+    if weights is None:
+        expect_defined("net_weights", net_weights)
+        raise CheckFailure("`fig_templates` cannot be compared with the network: `net_weights` (q2) must hold its four "
+                           "weight tensors.")
+    shown = [ax.images[0] for ax in fig_templates.axes if ax.images]
+    if len(shown) != 16:
+        raise CheckFailure(f"`fig_templates` shows {len(shown)} image(s), but it should show 16 templates, one per Axes.")
+    for i, image in enumerate(shown):
+        array = image.get_array()
+        array = torch.as_tensor(getattr(array, "data", array), dtype=torch.float32)
+        if tuple(array.shape) != (28, 28):
+            raise CheckFailure(f"`fig_templates`' image {i} has shape {tuple(array.shape)}, not (28, 28): reshape "
+                               "a row of the first weight, `view(28, 28)`.")
+        if not torch.allclose(array, weights[0][i].view(28, 28), rtol=0, atol=1e-6):
+            raise CheckFailure(f"`fig_templates`' image {i} is not row {i} of the first layer's weight, "
+                               "reshaped to 28 by 28.")
+        low, high = image.get_clim()
+        if not high > 0 or abs(low + high) > 1e-6 * max(1.0, abs(high)):
+            raise CheckFailure(f"`fig_templates`' image {i} is not drawn on a colour scale centred on zero: pass "
+                               "vmin=-limit, vmax=limit to imshow.")
+
+
+# ---------------------------------------------------------------- q7: the width sweep
+
+def check_q7(widths, sweep_errors, net, X_tr, y_tr, X_val, y_val, X_test, y_test) -> None:
+    """Figure 6.3: the sweep's grid, and the shape of the student's own curves."""
+    r = _reference()
+    items = expect_sequence("widths", widths, len(r.WIDTHS))
+    if [expect_int(f"widths[{i}]", w) for i, w in enumerate(items)] != list(r.WIDTHS):
+        raise CheckFailure("`widths` is not the chapter's grid of widths.")
+    expect_type("sweep_errors", sweep_errors, dict, what="a dict {n: [validation error per width]}")
+    if set(sweep_errors) != set(r.SWEEP_SIZES):
+        raise CheckFailure(f"`sweep_errors` should have the keys {list(r.SWEEP_SIZES)} (the fitting-set sizes), "
+                           f"but it has {sorted(map(str, sweep_errors))}.")
+    curves = {}
+    for n in r.SWEEP_SIZES:
+        curve = _numbers(f"sweep_errors[{n}]", sweep_errors[n], len(r.WIDTHS))
+        if not all(0.0 <= e <= 1.0 for e in curve):
+            raise CheckFailure(f"`sweep_errors[{n}]` holds values outside [0, 1]: store validation errors, 1 - accuracy.")
+        curves[n] = curve
+    data = _data(X_tr, y_tr, X_val, y_val, X_test, y_test)
+    if not _healthy(net, data):
+        return
+    for n, curve in curves.items():
+        if curve[0] - min(curve) < SWEEP_FALL:
+            raise CheckFailure(f"`sweep_errors[{n}]` does not fall steeply from width 2: store the validation error "
+                               "(1 - accuracy), not the accuracy.")
+        if abs(curve[-1] - curve[-2]) > SWEEP_FLAT:
+            raise CheckFailure(f"`sweep_errors[{n}]` does not flatten at the widest widths.")
+    plain = 1 - _accuracy("net", net, data["X_val"], data["y_val"])
+    if abs(curves[r.SWEEP_SIZES[-1]][-1] - plain) > SWEEP_LINK:
+        raise CheckFailure(f"`sweep_errors[{r.SWEEP_SIZES[-1]}]` at width 256 is far from the validation error of "
+                           "`net` (the same network): measure every error on the validation images.")
+
+
+# ---------------------------------------------------------------- q8: distance concentration
+
+def check_q8(dims, ratios) -> None:
+    """Figure 6.4: mean nearest-to-farthest ratio of 300 uniform points, by dimension."""
+    r, a = _reference(), _answers()
+    items = expect_sequence("dims", dims, len(r.DIMS))
+    if [expect_int(f"dims[{i}]", d) for i, d in enumerate(items)] != list(r.DIMS):
+        raise CheckFailure("`dims` is not the list of dimensions the task gives.")
+    values = _numbers("ratios", ratios, len(r.DIMS))
+    for d, value, expected in zip(r.DIMS, values, a["ratios"]):
+        if not 0.0 < value < 1.0:
+            raise CheckFailure(f"`ratios` at d = {d} is {value:.4g}, not a ratio between 0 and 1: nearest (another "
+                               "point, not the point itself) over farthest.")
+        if abs(value - expected) > RATIO_TOL:
+            raise CheckFailure(f"`ratios` at d = {d} is not the mean ratio of nearest to farthest distance.")
+
+
+# ---------------------------------------------------------------- q9: the sealed test
+
+def check_q9(net_final, test_clean, test_shift2, shift_right, net, X_tr, y_tr, X_val, y_val, X_test, y_test) -> None:
+    """One sealed test check: the MLP fitted on all 1,200 development images, clean and shifted by 2."""
+    r = _reference()
+    data = _data(X_tr, y_tr, X_val, y_val, X_test, y_test)
+    n = len(data["y_test"])
+    clean = _accuracy("net_final", net_final, data["X_test"], data["y_test"])
+    moved = _accuracy("net_final", net_final, _shifted(shift_right, data["X_test"], 2), data["y_test"])
+    _expect_accuracy_of("test_clean", test_clean, clean, n, "`net_final` scores on the 600 test images")
+    _expect_accuracy_of("test_shift2", test_shift2, moved, n,
+                        "`net_final` scores on the 600 test images moved 2 pixels right")
+    if not _healthy(net, data):
+        return
+    if _accuracy("net_final", net_final, data["X_val"], data["y_val"]) < FINAL_KNOWS_VALIDATION:
+        raise CheckFailure("`net_final` does not know the validation images: fit it on all 1,200 development images "
+                           "(fitting and validation together).")
+    expected = _trained(data)
+    if abs(clean - expected["test_clean"]) > TEST_BAND or abs(moved - expected["test_shift2"]) > TEST_SHIFT_BAND:
+        raise CheckFailure("`net_final` does not score on the test images what the chapter's MLP fitted on the "
+                           "development images does.")
+
+
+# ---------------------------------------------------------------- q10: Exercise 2
+
+def _matched_shifts(rows: torch.Tensor, originals: torch.Tensor, max_shift: int) -> torch.Tensor:
+    """Per row, the shift in ``-max_shift .. max_shift`` that turns the original into it (first match), or 99."""
+    shift = _reference().shift
+    found = torch.full((len(rows),), 99, dtype=torch.int64)
+    for s in range(-max_shift, max_shift + 1):
+        same = (shift(originals, s) == rows).all(dim=1) & (found == 99)
+        found[same] = s
+    return found
+
+
+def check_random_shifts_function(random_shifts: Callable) -> None:
+    """``random_shifts(X, max_shift, seed)`` by property: each image moved by its own shift in range, seeded."""
+    expect_callable("random_shifts", random_shifts)
+
+    @given(st.data())
+    def shifts_each_image(data):
+        m = data.draw(st.integers(1, 4), label="max_shift")
+        seed = data.draw(st.integers(0, 2**31 - 1), label="seed")
+        X = seeded_images(data.draw, (48, 784), lit_fraction=1.0)
+        before = X.clone()
+        shown = f"random_shifts(X, {m}, {seed}) for X of shape (48, 784)"
+        out = expect_tensor(shown, call_student("random_shifts", random_shifts, X, m, seed),
+                            shape=X.shape, dtype=X.dtype, requires_grad=None)
+        if not torch.equal(X, before):
+            raise CheckFailure(f"`random_shifts` changed its input X in place ({shown}).")
+        found = _matched_shifts(out, X, m)
+        if bool((found == 99).any()):
+            raise CheckFailure(f"`{shown}`: some images are not their original moved left or right by at most {m} "
+                               "pixel(s) with black filled in.")
+        if found.unique().numel() < min(3, 2 * m + 1):
+            raise CheckFailure(f"`{shown}` uses {found.unique().numel()} different shift(s) over 48 images: draw "
+                               f"each image's shift at random from -{m} to {m}.")
+        again = call_student("random_shifts", random_shifts, X, m, seed)
+        if not (isinstance(again, torch.Tensor) and torch.equal(again, out)):
+            raise CheckFailure(f"`{shown}` called twice gives two results: draw the shifts from a generator seeded "
+                               "`seed`.")
+
+    run_property(shifts_each_image)
+
+
+def check_q10(random_shifts, X_aug, y_aug, net_aug, aug_accs, robustness_gain, clean_cost, shift_right, shift_accs,
+              val_acc, net, X_tr, y_tr, X_val, y_val, X_test, y_test) -> None:
+    """Exercise 2: the augmented set, the re-plotted cliff, the robustness bought and the clean accuracy paid."""
+    check_random_shifts_function(random_shifts)
+    r = _reference()
+    data = _data(X_tr, y_tr, X_val, y_val, X_test, y_test)
+    copies = 1 + len(r.AUG_SEEDS)
+    n_fit = len(data["y_tr"])
+    expect_tensor("X_aug", X_aug, shape=(copies * n_fit, 784), dtype=torch.float32)
+    expect_tensor("y_aug", y_aug, shape=(copies * n_fit,), dtype=torch.int64)
+    if not torch.equal(X_aug[:n_fit], data["X_tr"]):
+        raise CheckFailure("`X_aug` does not start with the 1,000 fitting images as they are.")
+    if not torch.equal(y_aug, data["y_tr"].repeat(copies)):
+        raise CheckFailure("`y_aug` is not the fitting labels once per copy, in the order of `X_aug` "
+                           "(y_tr.repeat(4)).")
+    for k in range(1, copies):
+        block = X_aug[k * n_fit:(k + 1) * n_fit]
+        found = _matched_shifts(block, data["X_tr"], r.AUG_MAX_SHIFT)
+        if bool((found == 99).any()):
+            raise CheckFailure(f"`X_aug`'s copy {k} holds images that are not the fitting images moved by at most "
+                               f"{r.AUG_MAX_SHIFT} pixels with black filled in.")
+        if float((found == 0).float().mean()) > 0.5 or found.unique().numel() < 4:
+            raise CheckFailure(f"`X_aug`'s copy {k} is hardly shifted: draw each image's shift from -3 to 3.")
+    values = _numbers("aug_accs", aug_accs, len(r.SHIFTS))
+    scores = []
+    for s, value in zip(r.SHIFTS, values):
+        score = _accuracy("net_aug", net_aug, _shifted(shift_right, data["X_val"], s), data["y_val"])
+        _expect_accuracy_of(f"aug_accs[{s}]", value, score, len(data["y_val"]),
+                            f"`net_aug` scores on the validation images moved {s} pixel(s) right")
+        scores.append(score)
+    # the two summaries, from the student's own tables (a q2 or q3 slip is not charged again)
+    try:
+        before2 = _numbers("shift_accs", shift_accs, len(r.SHIFTS))[2]
+    except CheckFailure:
+        before2 = _accuracy("net", net, _shifted(shift_right, data["X_val"], 2), data["y_val"])
+    try:
+        before0 = expect_number("val_acc", val_acc)
+    except CheckFailure:
+        before0 = _accuracy("net", net, data["X_val"], data["y_val"])
+    if abs(expect_number("robustness_gain", robustness_gain) - (values[2] - before2)) > 1e-6:
+        raise CheckFailure("`robustness_gain` is not aug_accs[2] - shift_accs[2].")
+    if abs(expect_number("clean_cost", clean_cost) - (before0 - values[0])) > 1e-6:
+        raise CheckFailure("`clean_cost` is not val_acc - aug_accs[0].")
+    if not _healthy(net, data):
+        return
+    gain = scores[2] - _accuracy("net", net, _shifted(shift_right, data["X_val"], 2), data["y_val"])
+    cost = _accuracy("net", net, data["X_val"], data["y_val"]) - scores[0]
+    if gain < AUG_MIN_GAIN:
+        raise CheckFailure("`net_aug` is hardly more robust to a 2-pixel shift than `net`: train it on `X_aug`, and "
+                           "re-plot the cliff with `net_aug`.")
+    if abs(cost) > AUG_MAX_COST:
+        raise CheckFailure("`net_aug`'s clean validation accuracy is far from `net`'s.")
+
+
+# ---------------------------------------------------------------- q11: Exercise 4
+
+def check_q11(y_random, net_memo, memo_train_acc, memo_val_acc, net, X_tr, y_tr, X_val, y_val, X_test, y_test) -> None:
+    """Exercise 4: random labels memorized (train accuracy near 1), validation near chance."""
+    data = _data(X_tr, y_tr, X_val, y_val, X_test, y_test)
+    expect_tensor("y_random", y_random, shape=data["y_tr"].shape, dtype=torch.int64)
+    if not torch.equal(y_random.sort().values, data["y_tr"].sort().values):
+        raise CheckFailure("`y_random` is not a permutation of the fitting labels `y_tr`.")
+    if float((y_random == data["y_tr"]).float().mean()) > 0.5:
+        raise CheckFailure("`y_random` keeps most fitting labels where they were: permute them at random.")
+    train = _accuracy("net_memo", net_memo, data["X_tr"], y_random)
+    held_out = _accuracy("net_memo", net_memo, data["X_val"], data["y_val"])
+    _expect_accuracy_of("memo_train_acc", memo_train_acc, train, len(y_random),
+                        "`net_memo` scores on the fitting images against the random labels `y_random`")
+    _expect_accuracy_of("memo_val_acc", memo_val_acc, held_out, len(data["y_val"]),
+                        "`net_memo` scores on the validation images against their true labels")
+    if not _healthy(net, data):
+        return
+    if train < MEMO_MIN_TRAIN:
+        raise CheckFailure("`net_memo` has not memorized the random labels: train the wide MLP on X_tr with y_random.")
+    if held_out > MEMO_MAX_VAL:
+        raise CheckFailure("`net_memo` scores far above chance on the validation images: train it on the random "
+                           "labels, images left in place.")
+
+
+# ---------------------------------------------------------------- q12: Exercise 5
+
+def check_q12(first_layer_params, first_layer_mb, patch_params) -> None:
+    """Exercise 5: first-layer weights on 224x224x3 inputs, their float32 megabytes, and with 7x7x3 patches."""
+    a = _answers()
+    expect_int("first_layer_params", first_layer_params, a["first_layer_params"])
+    expect_number("first_layer_mb", first_layer_mb, a["first_layer_mb"], abs_tol=MB_TOL)
+    expect_int("patch_params", patch_params, a["patch_params"])
+
+
+# ---------------------------------------------------------------- public tests
+
+def public_defined(**names: Any) -> None:
+    """What ``grader.check`` runs for students: every name defined. Reveals no value."""
+    for name, value in names.items():
+        expect_defined(name, value)
+
+
+def public_tensor(name: str, value: Any, shape: tuple[int, ...], dtype: torch.dtype = torch.float32) -> None:
+    """Public: a tensor of the right shape and dtype. Reveals no value."""
+    expect_tensor(name, value, shape=shape, dtype=dtype, requires_grad=None)
+
+
+def public_function(name: str, func: Any, *args: Any, **kwargs: Any) -> Any:
+    """Public: the function exists and runs on a small input without raising."""
+    return call_student(name, func, *args, **kwargs)
+
+
+def public_model(name: str, model: Any) -> None:
+    """Public: a model that maps a batch of flattened images to ten logits each."""
+    _logits(name, model, torch.zeros(2, 784))
