@@ -248,11 +248,13 @@ def test_real_autograder_non_json_notebook_scores_zero(built_where_mlps_fail, no
     out = tmp_path / "out"
     actual = grade_one(built_where_mlps_fail.autograder_zip, not_a_notebook, out, timeout=120)
     assert actual.error is not None, "a file that is not a notebook should not count as graded"
-    assert actual.error.startswith("the autograder exited with code "), f"unexpected error {actual.error!r}"
+    # the judge (the default runner) reads the notebook itself and says why it refused it
+    assert actual.error.startswith("This submission could not be graded: not_json.ipynb is not a valid notebook"), \
+        f"unexpected error {actual.error!r}"
     assert "JSON" in actual.error, f"the reason should say the notebook is not JSON: {actual.error!r}"
     assert actual.scores == {}, f"an ungraded submission has no scores: {actual.scores}"
     assert_failure_results(results_of(actual.results_path), "not appear to be JSON")
-    assert (out / "otter_run.log").is_file(), "otter run's output should be kept in otter_run.log"
+    assert (out / "grading.log").is_file(), "the grading process's output should be kept in grading.log"
 
 
 @pytest.mark.grading
