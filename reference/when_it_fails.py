@@ -54,7 +54,7 @@ __all__ = [
     "HIDDEN", "EPOCHS", "LEARNING_RATE", "BATCH_SIZE", "SHIFTS", "PERM_SEED",
     "WIDTHS", "SWEEP_SIZES", "SWEEP_EPOCHS", "DIMS", "N_POINTS", "POINT_SEED",
     "AUG_MAX_SHIFT", "AUG_SEEDS", "AUG_EPOCHS", "MEMO_HIDDEN", "MEMO_EPOCHS", "LABEL_SEED", "THREADS",
-    "make_split", "load_split", "train_mlp", "accuracy", "shift_right", "shift", "random_shifts",
+    "make_split", "select", "load_split", "mlp", "train_mlp", "accuracy", "shift_right", "shift", "random_shifts",
     "weight_for_permuted", "distance_ratio", "distance_ratios", "exercise5",
     "answers", "trained_answers", "chapter_run",
 ]

@@ -21,8 +21,12 @@ Errors carried forward. Several questions build on earlier ones:
   the chapter's shape, the sealed test lands near the reference, ...) are
   graded only when the student's ``net`` scores within :data:`VAL_BAND` of
   the reference on the validation images ("a healthy ``train_mlp``"). A
-  broken ``train_mlp`` costs q2; later questions then check only that their
-  numbers are what the student's own models give on the right images;
+  broken ``train_mlp`` costs q2; later questions then check that their
+  numbers are what the student's own models give on the right images, and
+  that each model is what the student's ``train_mlp`` gives when the judge
+  calls it again with the question's arguments (same process, same thread
+  count, and q2 checks that it is deterministic), so a broken ``train_mlp``
+  carries its error forward but cannot stand in for the later trainings;
 * ``shift_accs``, ``val_acc``, ``pixel_perm``, ``net_weights``: later
   questions are graded against the student's own values.
 
@@ -217,6 +221,20 @@ def _shifted(shift_right: Any, X: torch.Tensor, s: int) -> torch.Tensor:
     return _reference().shift_right(X, s)
 
 
+def _expect_reproduced(name: str, model: Any, train_mlp: Any, X: torch.Tensor, y: torch.Tensor, probe: torch.Tensor,
+                       what: str, **kwargs: Any) -> None:
+    """``model`` gives the logits of ``train_mlp(X, y, **kwargs)`` called again by the judge, on ``probe``.
+
+    Used when the student's ``train_mlp`` is broken (graded in q2): a later
+    question's model is then judged by what that ``train_mlp`` gives.
+    """
+    with torch.random.fork_rng(devices=[]):
+        again = call_student("train_mlp", train_mlp, X.clone(), y.clone(), **kwargs)
+    expected = _logits("the model `train_mlp` returned", again, probe)
+    if not torch.equal(_logits(name, model, probe), expected):
+        raise CheckFailure(f"`{name}` is not the network `train_mlp` trains {what}.")
+
+
 def _numbers(name: str, value: Any, length: int) -> list[float]:
     items = expect_sequence(name, value, length)
     return [expect_number(f"{name}[{i}]", v) for i, v in enumerate(items)]
@@ -405,7 +423,7 @@ def check_q3(shift_right, shift_accs, net, X_tr, y_tr, X_val, y_val, X_test, y_t
 
 # ---------------------------------------------------------------- q4: the pixel shuffle
 
-def check_q4(pixel_perm, net_shuffled, shuffled_acc, net, X_tr, y_tr, X_val, y_val, X_test, y_test) -> None:
+def check_q4(pixel_perm, net_shuffled, shuffled_acc, train_mlp, net, X_tr, y_tr, X_val, y_val, X_test, y_test) -> None:
     """The fixed shuffle: ``pixel_perm`` exact; the retrained network scored on shuffled validation images."""
     expect_tensor("pixel_perm", pixel_perm, shape=(784,), dtype=torch.int64)
     if not torch.equal(pixel_perm, _answers()["pixel_perm"]):
@@ -416,6 +434,8 @@ def check_q4(pixel_perm, net_shuffled, shuffled_acc, net, X_tr, y_tr, X_val, y_v
                                 "`net_shuffled` scores on the validation images with their pixels shuffled by "
                                 "`pixel_perm` (fit and validation images alike)")
     if not _healthy(net, data):
+        _expect_reproduced("net_shuffled", net_shuffled, train_mlp, data["X_tr"][:, pixel_perm], data["y_tr"],
+                           data["X_val"][:50, pixel_perm], "on the fitting images shuffled by `pixel_perm`")
         return
     plain = _accuracy("net", net, data["X_val"], data["y_val"])
     if abs(value - plain) > SHUFFLE_GAP:
@@ -499,7 +519,7 @@ def check_q6(fig_templates, net_weights) -> None:
 
 # ---------------------------------------------------------------- q7: the width sweep
 
-def check_q7(widths, sweep_errors, net, X_tr, y_tr, X_val, y_val, X_test, y_test) -> None:
+def check_q7(widths, sweep_errors, train_mlp, net, X_tr, y_tr, X_val, y_val, X_test, y_test) -> None:
     """Figure 6.3: the sweep's grid, and the shape of the student's own curves."""
     r = _reference()
     items = expect_sequence("widths", widths, len(r.WIDTHS))
@@ -517,6 +537,16 @@ def check_q7(widths, sweep_errors, net, X_tr, y_tr, X_val, y_val, X_test, y_test
         curves[n] = curve
     data = _data(X_tr, y_tr, X_val, y_val, X_test, y_test)
     if not _healthy(net, data):
+        # two points of the student's own curves, trained again by the student's train_mlp
+        for n, i in ((r.SWEEP_SIZES[0], len(r.WIDTHS) - 1), (r.SWEEP_SIZES[-1], 0)):
+            h = r.WIDTHS[i]
+            with torch.random.fork_rng(devices=[]):
+                model = call_student("train_mlp", train_mlp, data["X_tr"][:n].clone(), data["y_tr"][:n].clone(),
+                                     hidden=h, epochs=r.SWEEP_EPOCHS)
+            error = 1 - _accuracy("the model `train_mlp` returned", model, data["X_val"], data["y_val"])
+            if abs(curves[n][i] - error) > 1.0 / len(data["y_val"]) + 1e-6:
+                raise CheckFailure(f"`sweep_errors[{n}][{i}]` is not the validation error of the network `train_mlp` "
+                                   f"trains on the first {n} fitting images at width {h}.")
         return
     for n, curve in curves.items():
         if curve[0] - min(curve) < SWEEP_FALL:
@@ -549,7 +579,7 @@ def check_q8(dims, ratios) -> None:
 
 # ---------------------------------------------------------------- q9: the sealed test
 
-def check_q9(net_final, test_clean, test_shift2, shift_right, net, X_tr, y_tr, X_val, y_val, X_test, y_test) -> None:
+def check_q9(net_final, test_clean, test_shift2, shift_right, train_mlp, net, X_tr, y_tr, X_val, y_val, X_test, y_test) -> None:
     """One sealed test check: the MLP fitted on all 1,200 development images, clean and shifted by 2."""
     r = _reference()
     data = _data(X_tr, y_tr, X_val, y_val, X_test, y_test)
@@ -560,6 +590,9 @@ def check_q9(net_final, test_clean, test_shift2, shift_right, net, X_tr, y_tr, X
     _expect_accuracy_of("test_shift2", test_shift2, moved, n,
                         "`net_final` scores on the 600 test images moved 2 pixels right")
     if not _healthy(net, data):
+        _expect_reproduced("net_final", net_final, train_mlp, torch.cat([data["X_tr"], data["X_val"]]),
+                           torch.cat([data["y_tr"], data["y_val"]]), data["X_test"][:50],
+                           "on the 1,200 development images (fitting, then validation)")
         return
     if _accuracy("net_final", net_final, data["X_val"], data["y_val"]) < FINAL_KNOWS_VALIDATION:
         raise CheckFailure("`net_final` does not know the validation images: fit it on all 1,200 development images "
@@ -613,7 +646,7 @@ def check_random_shifts_function(random_shifts: Callable) -> None:
 
 
 def check_q10(random_shifts, X_aug, y_aug, net_aug, aug_accs, robustness_gain, clean_cost, shift_right, shift_accs,
-              val_acc, net, X_tr, y_tr, X_val, y_val, X_test, y_test) -> None:
+              val_acc, train_mlp, net, X_tr, y_tr, X_val, y_val, X_test, y_test) -> None:
     """Exercise 2: the augmented set, the re-plotted cliff, the robustness bought and the clean accuracy paid."""
     check_random_shifts_function(random_shifts)
     r = _reference()
@@ -656,6 +689,8 @@ def check_q10(random_shifts, X_aug, y_aug, net_aug, aug_accs, robustness_gain, c
     if abs(expect_number("clean_cost", clean_cost) - (before0 - values[0])) > 1e-6:
         raise CheckFailure("`clean_cost` is not val_acc - aug_accs[0].")
     if not _healthy(net, data):
+        _expect_reproduced("net_aug", net_aug, train_mlp, X_aug.detach(), y_aug.detach(), data["X_val"][:50],
+                           f"on `X_aug`, `y_aug` with epochs={r.AUG_EPOCHS}", epochs=r.AUG_EPOCHS)
         return
     gain = scores[2] - _accuracy("net", net, _shifted(shift_right, data["X_val"], 2), data["y_val"])
     cost = _accuracy("net", net, data["X_val"], data["y_val"]) - scores[0]
@@ -668,7 +703,7 @@ def check_q10(random_shifts, X_aug, y_aug, net_aug, aug_accs, robustness_gain, c
 
 # ---------------------------------------------------------------- q11: Exercise 4
 
-def check_q11(y_random, net_memo, memo_train_acc, memo_val_acc, net, X_tr, y_tr, X_val, y_val, X_test, y_test) -> None:
+def check_q11(y_random, net_memo, memo_train_acc, memo_val_acc, train_mlp, net, X_tr, y_tr, X_val, y_val, X_test, y_test) -> None:
     """Exercise 4: random labels memorized (train accuracy near 1), validation near chance."""
     data = _data(X_tr, y_tr, X_val, y_val, X_test, y_test)
     expect_tensor("y_random", y_random, shape=data["y_tr"].shape, dtype=torch.int64)
@@ -683,6 +718,10 @@ def check_q11(y_random, net_memo, memo_train_acc, memo_val_acc, net, X_tr, y_tr,
     _expect_accuracy_of("memo_val_acc", memo_val_acc, held_out, len(data["y_val"]),
                         "`net_memo` scores on the validation images against their true labels")
     if not _healthy(net, data):
+        r = _reference()
+        _expect_reproduced("net_memo", net_memo, train_mlp, data["X_tr"], y_random.detach(), data["X_val"][:50],
+                           f"on `X_tr` and `y_random` at hidden={r.MEMO_HIDDEN}, epochs={r.MEMO_EPOCHS}",
+                           hidden=r.MEMO_HIDDEN, epochs=r.MEMO_EPOCHS)
         return
     if train < MEMO_MIN_TRAIN:
         raise CheckFailure("`net_memo` has not memorized the random labels: train the wide MLP on X_tr with y_random.")
