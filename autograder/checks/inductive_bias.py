@@ -20,7 +20,13 @@ earlier functions where they build on them: the targets on the student's
 conv and local models on the student's ``neigh`` features, and the learning
 curves, when they differ from the reference, on cells recomputed in the judge
 with the student's own ``fit``, ``predict``, targets and ``rel_err``.  So one
-mistake costs one question.
+mistake costs one question.  Only sensible earlier results are carried forward
+(a degenerate one would make every later answer trivial): a ``neigh`` whose
+values are the crop's own pixels (or zero padding) in 25 independent columns,
+targets that are not (nearly) zero, and for the learning curves a ``rel_err``
+that is 0 for a perfect prediction and grows with the error, with
+predictions that are not all zero and follow the targets they were fitted
+to; a carried-forward ``err`` is then checked on every cell of every seed.
 
 Tolerances, and why:
 
@@ -80,6 +86,15 @@ FIT_TOL = 1e-6
 CELL_RTOL = 1e-6
 PEAK_FACTOR = 10.0
 ROUNDING_LEVEL = 1e-20
+#: A carried-forward output (a target, predictions) must hold at least this
+#: share of the reference output's energy: all zeros (which makes every later
+#: answer 0, or every error exactly 1) is refused; any honest variant (zero
+#: padding, a flipped kernel, another layout) is far above it.
+MIN_ENERGY = 1e-2
+#: A carried-forward ``rel_err`` is probed on Y + t D (D noise as large as Y):
+#: it must grow strictly with t and stay below 1e-2 at the first (the
+#: reference gives t**2; normalised by the prediction instead, t**2 / (1 + t**2)).
+REL_ERR_STEPS = (1e-3, 1e-2, 1e-1, 0.5)
 MODELS = ("conv", "shared16", "local5", "full")
 PEAK_CELLS = {("shared16", 1), ("local5", 16), ("full", 256)}
 
@@ -227,13 +242,33 @@ def _target_property(name: str, func: Callable, adapter: Any, expected_options: 
     run_property(matches)
 
 
+def _substantial(own: Any, expected: np.ndarray) -> np.ndarray | None:
+    """``own`` when it is a finite array shaped like ``expected`` holding :data:`MIN_ENERGY` of its energy, else ``None``."""
+    if not (isinstance(own, np.ndarray) and own.shape == expected.shape and own.dtype.kind in "biuf"
+            and np.isfinite(own).all()):
+        return None
+    return own if (own.astype(float) ** 2).sum() >= MIN_ENERGY * (expected ** 2).sum() else None
+
+
 def _student_neigh_or_none(neigh: Any, adapter: Any, x: np.ndarray):
-    """The student's own ``neigh(x)`` if it runs and has the right shape (errors carried forward)."""
+    """The student's own ``neigh(x)`` when sensible (errors carried forward), else ``None``.
+
+    Sensible: it runs, has the right shape, and holds neighbourhoods: every
+    value is one of the crop's pixels or 0 (zero padding), in 25 linearly
+    independent columns. Zeros, or the pixel itself 25 times (whose product
+    with the zero-sum kernel is 0), would make the target's check trivial.
+    """
     try:
         nb = call("neigh", adapter, neigh, x)
     except CheckFailure:
         return None
-    return nb if isinstance(nb, np.ndarray) and nb.shape == (len(x), 256, 25) and np.isfinite(nb).all() else None
+    if not (isinstance(nb, np.ndarray) and nb.shape == (len(x), 256, 25) and nb.dtype.kind in "biuf"
+            and np.isfinite(nb).all()):
+        return None
+    pixels = np.append(x.ravel(), 0.0).astype(np.float32)  # float32: a copy the student cast is a copy too
+    if not np.isin(nb.astype(np.float32), pixels).all() or np.linalg.matrix_rank(nb.reshape(-1, 25)) < 25:
+        return None
+    return nb
 
 
 def check_q3(K: Any, equivariant_target: Callable, gap_equivariant: Any, neigh: Any, call_with_arrays: Any) -> None:
@@ -249,8 +284,9 @@ def check_q3(K: Any, equivariant_target: Callable, gap_equivariant: Any, neigh: 
 
     def options(x):
         nb = _student_neigh_or_none(neigh, call_with_arrays, x)
-        own = None if nb is None else (nb @ kflat).reshape(x.shape)
-        return [ib.equivariant_target(x), own]
+        expected = ib.equivariant_target(x)
+        own = None if nb is None else _substantial((nb @ kflat).reshape(x.shape), expected)
+        return [expected, own]
 
     _target_property("equivariant_target", equivariant_target, call_with_arrays, options)
     gap = expect_number("gap_equivariant", gap_equivariant)
@@ -272,12 +308,13 @@ def check_q4(gain: Any, vignetted_target: Callable, gap_vignetted: Any, equivari
     ref_gain = ib.vignette_gain()
 
     def options(x):
+        expected = ib.vignetted_target(x)
         try:
-            own = call("equivariant_target", call_with_arrays, equivariant_target, ref_gain * x)
-            own = own if isinstance(own, np.ndarray) and own.shape == x.shape else None
+            own = _substantial(call("equivariant_target", call_with_arrays, equivariant_target, ref_gain * x),
+                               expected)
         except CheckFailure:
             own = None
-        return [ib.vignetted_target(x), own]
+        return [expected, own]
 
     _target_property("vignetted_target", vignetted_target, call_with_arrays, options)
     gap = expect_number("gap_vignetted", gap_vignetted)
@@ -414,6 +451,53 @@ class _Own:
         pred = call("predict", self.adapter, self.predict, model, params, _ref().test_crops())
         return float(call("rel_err", self.adapter, self.rel_err, np.asarray(pred), Y_test))
 
+    def degenerate(self) -> str | None:
+        """Why the student's pipeline cannot carry errors forward (it would make the answers trivial), or ``None``.
+
+        Probes: each target on 20 test crops is not (nearly) zero;
+        ``rel_err(Y, Y)`` is 0, ``rel_err(Y / 2, Y)`` clearly positive, and
+        ``rel_err(Y + t D, Y)`` grows with t (:data:`REL_ERR_STEPS`); each
+        model fitted to 16 crops predicts something other than zeros, and
+        twice as much when fitted to twice the targets.
+        """
+        ib = _ref()
+        x, x_fit = ib.test_crops()[:20], ib.crops(16, np.random.default_rng(7))
+        try:
+            for t, reference in (("equivariant", ib.equivariant_target), ("vignetted", ib.vignetted_target)):
+                if _substantial(self.target(t, x), reference(x)) is None:
+                    return f"`{t}_target` gives (nearly) zeros"
+            y = ib.equivariant_target(x)
+            perfect = float(call("rel_err", self.adapter, self.rel_err, y, y))
+            half = float(call("rel_err", self.adapter, self.rel_err, 0.5 * y, y))
+            if not (math.isfinite(perfect) and abs(perfect) <= 1e-9 and math.isfinite(half) and half >= 1e-3):
+                return "`rel_err` is not 0 for a perfect prediction and positive for a wrong one"
+            # ...and grows with the error: a step (0 when equal, else 1) passes the two probes above but
+            # makes every learning-curve cell 1 (the reference gives 1e-6, 1e-4, 1e-2, 0.25 here)
+            y_all = ib.equivariant_target(ib.test_crops())  # the shape the experiments score
+            d = np.random.default_rng(1).standard_normal(y_all.shape)
+            d *= np.sqrt((y_all ** 2).sum() / (d ** 2).sum())
+            growth = [float(call("rel_err", self.adapter, self.rel_err, y_all + t * d, y_all)) for t in REL_ERR_STEPS]
+            if not (all(math.isfinite(r) for r in growth) and growth[0] < 1e-2
+                    and all(a < b for a, b in zip(growth, growth[1:]))):
+                return "`rel_err` does not grow with the error of the prediction"
+            y_fit = ib.equivariant_target(x_fit)
+            for m in MODELS:
+                params = call("fit", self.adapter, self.fit, m, x_fit, y_fit)
+                pred = np.asarray(call("predict", self.adapter, self.predict, m, params, x))
+                if _substantial(pred, y) is None:
+                    return f"`predict('{m}', ...)` gives (nearly) zeros"
+                # least squares is linear in the targets: a prediction that ignores them (a constant,
+                # the input crops) passes the probe above but makes every cell trivial
+                params2 = call("fit", self.adapter, self.fit, m, x_fit, 2 * y_fit)
+                pred2 = np.asarray(call("predict", self.adapter, self.predict, m, params2, x))
+                if pred2.shape != pred.shape or not np.allclose(pred2, 2 * pred, rtol=1e-6,
+                                                                atol=1e-6 * float(np.abs(pred).max())):
+                    return (f"`predict('{m}', ...)` does not follow the targets `fit` was given "
+                            "(fitted to twice the targets, it should predict twice as much)")
+        except (CheckFailure, TypeError, ValueError) as err:
+            return f"your functions could not be called ({str(err)[:200]})"
+        return None
+
 
 def check_q7(SIGMA: Any, noise_free: Any, fit, predict, rel_err, equivariant_target, vignetted_target,
              call_with_arrays) -> None:
@@ -442,6 +526,10 @@ def check_q7(SIGMA: Any, noise_free: Any, fit, predict, rel_err, equivariant_tar
         return
     # Errors carried forward: the same quantities from the student's own functions.
     own = _Own(call_with_arrays, fit, predict, rel_err, equivariant_target, vignetted_target)
+    why = own.degenerate()
+    if why is not None:
+        raise CheckFailure(f"`SIGMA` or `noise_free` differs from the reference, and cannot be graded on your own "
+                           f"functions instead: {why}.")
     x_test = ib.test_crops()
     own_sigma = 0.1 * float(np.sqrt((own.target("equivariant", x_test) ** 2).mean()))
     if not math.isclose(sigma, own_sigma, rel_tol=1e-9):
@@ -490,23 +578,41 @@ def check_q8(err: Any, median: Any, err_min: Any, err_max: Any, fit, predict, re
     bad = _cells_agree(e, expected, sizes)
     if bad == 0:
         return
-    # Errors carried forward: recompute seed 0's cells at two sizes with the student's own functions.
+    # Errors carried forward: recompute every cell of every seed with the student's own functions (only when
+    # they differ from the reference's: a right pipeline has no error to carry forward).
     own = _Own(call_with_arrays, fit, predict, rel_err, equivariant_target, vignetted_target)
+    why = own.degenerate()
+    if why is not None:
+        raise CheckFailure(f"`err` has {bad} of its {e.size} cells wrong, and cannot be graded on your own functions "
+                           f"instead: {why}.")
     x_test = ib.test_crops()
     sigma = expect_number("SIGMA", SIGMA)
-    rng = np.random.default_rng(0)
-    x_tr = ib.crops(ib.POOL_SIZE, rng)
-    noise = sigma * rng.standard_normal(x_tr.shape)
-    for t_i, t in enumerate(ib.TARGETS):
-        y_tr, y_test = own.target(t, x_tr) + noise, own.target(t, x_test)
-        for m_i, m in enumerate(MODELS):
-            for n in (4, 1024):
-                k = sizes.index(n)
-                want = own.error(m, x_tr[:n], y_tr[:n], y_test)
-                if not math.isclose(float(e[t_i, m_i, k, 0]), want, rel_tol=CELL_RTOL):
-                    raise CheckFailure(f"`err` has {bad} of its {e.size} cells wrong (tolerances: relative 1e-6, "
-                                       "a factor of 10 at the interpolation peaks); e.g. seed 0, target "
-                                       f"{t!r}, model {m!r}, n = {n}.")
+    message = (f"`err` has {bad} of its {e.size} cells wrong (tolerances: relative 1e-6, a factor of 10 at the "
+               "interpolation peaks)")
+    # every cell of every seed (not a few, nor seed 0 alone: the others could be made up, or come from a
+    # broken loop over seeds), on the student's own functions; seed 0 first, and one seed at a time
+    targets = {t: own.target(t, x_test) for t in ib.TARGETS}
+    for s in seeds:
+        rng = np.random.default_rng(s)
+        x_tr = ib.crops(ib.POOL_SIZE, rng)
+        noise = sigma * rng.standard_normal(x_tr.shape)
+        own_cells = np.empty((len(ib.TARGETS), len(MODELS), len(sizes), 1))
+        for t_i, t in enumerate(ib.TARGETS):
+            y_tr = own.target(t, x_tr) + noise
+            for m_i, m in enumerate(MODELS):
+                for k, n in enumerate(sizes):
+                    own_cells[t_i, m_i, k, 0] = own.error(m, x_tr[:n], y_tr[:n], targets[t])
+        if s == 0 and _cells_agree(own_cells, expected[..., :1], sizes) == 0:
+            # the student's functions and SIGMA give the reference's cells: there is no error to carry forward
+            raise CheckFailure(f"{message}: your functions give the right cells, so the loop over seeds, "
+                               "models and sizes is where they go wrong.")
+        for t_i, t in enumerate(ib.TARGETS):
+            for m_i, m in enumerate(MODELS):
+                for k, n in enumerate(sizes):
+                    cell = (slice(t_i, t_i + 1), slice(m_i, m_i + 1), slice(k, k + 1), slice(s, s + 1))
+                    mine = (slice(t_i, t_i + 1), slice(m_i, m_i + 1), slice(k, k + 1), slice(0, 1))
+                    if _cells_agree(e[cell], own_cells[mine], (n,), models=(m,)):
+                        raise CheckFailure(f"{message}; e.g. seed {s}, target {t!r}, model {m!r}, n = {n}.")
 
 
 # ---------------------------------------------------------------- public tests

@@ -12,8 +12,11 @@ hardened judge sees the student's ``model`` only as a function it can call
 ``weights = model.state_dict()``; the checks rebuild ``mlp()`` from it, make
 sure the rebuilt network gives ``model``'s logits on 64 test digits, and
 compute every expected value with the reference code *on that network*. A
-submission whose ``model`` / ``weights`` are unusable is graded against the
-reference model instead. So a model trained the wrong way costs q4 and
+submission whose ``model`` / ``weights`` are unusable, or whose network is
+near chance on the test digits (``MIN_CARRIED_ACCURACY``: all-zero weights
+would make every later answer trivial) or whose softmax is saturated or flat
+(``MIN_RESPONSIVE_DIGITS``: FGSM then has nothing to move), is graded against the reference
+model instead. So a model trained the wrong way costs q4 and
 nothing else. The student's functions that take a model (``saliency``,
 ``fgsm``) are called with the student's own ``model`` and compared with the
 reference functions on its rebuilt copy (or, when there is none, with a fresh
@@ -181,6 +184,23 @@ WEIGHT_SHAPES = ((128, 784), (128,), (10, 128), (10,))
 #: network rebuilt from ``weights`` (run here): the same float32 operations on
 #: another process, possibly at another thread count; they agree to about 1e-6.
 CONSISTENT_TOL = 1e-4
+#: The student's network is carried forward into q5 to q8 only when it reads
+#: at least this share of the 2,000 test digits right (the recipe gives 0.94;
+#: a network trained another way still far above). At chance (an untrained
+#: ``mlp()``, all-zero weights: 0.1) every later answer is trivial: all-zero
+#: weights give zero saliency, no confident digit and an FGSM that moves
+#: nothing, so a submission could keep q5 to q8 with answers that test nothing.
+MIN_CARRIED_ACCURACY = 0.5
+#: ...and only when the loss gradient moves the pixels of at least this many
+#: of its confident digits (``reference.confident_digits``, at most 100).
+#: Multiplying a trained network's last layer by 1e4 keeps every accuracy
+#: (argmax is unchanged) but saturates the softmax: the cross-entropy's
+#: gradient is then exactly zero, the reference FGSM moves nothing, and an
+#: ``fgsm`` that returns the image unchanged (flip rate 0, length 0) passed
+#: q8; dividing it by 1e4 instead leaves no digit above 0.9, so no digit to
+#: test ``fgsm`` on. A network trained by the recipe, or another way, has 100
+#: confident digits, all with a gradient.
+MIN_RESPONSIVE_DIGITS = 50
 
 
 def _weight_tensors(weights: Any) -> list[torch.Tensor] | None:
@@ -227,12 +247,36 @@ def _student_net(model: Any, weights: Any) -> nn.Module | None:
 
     The hardened judge sees the student's ``model`` only as a function it can
     call; ``weights`` (``model.state_dict()``) is the same network as data.
+    ``None`` too for a network later answers cannot be fairly graded on:
+    weights that are not finite, that read fewer than
+    :data:`MIN_CARRIED_ACCURACY` of the test digits right, or whose loss
+    gradient moves fewer than :data:`MIN_RESPONSIVE_DIGITS` confident digits
+    (a saturated or flattened softmax, which leaves FGSM nothing to test).
     """
     tensors = _weight_tensors(weights)
-    if tensors is None or not callable(model):
+    if tensors is None or not callable(model) or not all(bool(torch.isfinite(t).all()) for t in tensors):
         return None
     net = _rebuild(tensors)
-    return net if _agrees(model, net) else None
+    if not _agrees(model, net):
+        return None
+    _, _, images, labels = _data()
+    with torch.no_grad():
+        accuracy = (net(images).argmax(dim=1) == labels).float().mean().item()
+    if accuracy < MIN_CARRIED_ACCURACY or _responsive_digits(net, images, labels) < MIN_RESPONSIVE_DIGITS:
+        return None
+    return net
+
+
+def _responsive_digits(net: nn.Module, images: torch.Tensor, labels: torch.Tensor) -> int:
+    """How many of ``net``'s confident test digits have a cross-entropy gradient that is not all zero."""
+    digits = _reference().confident_digits(net, images, labels)
+    if len(digits) == 0:
+        return 0
+    x = images[digits].clone().requires_grad_(True)
+    # summed, each digit's gradient is its own loss's (the reference fgsm's, for a batch of one)
+    loss = F.cross_entropy(net(x), labels[digits], reduction="sum")
+    (grad,) = torch.autograd.grad(loss, x)
+    return int((grad.flatten(1) != 0).any(dim=1).sum())
 
 
 def _graded_net(model: Any, weights: Any) -> nn.Module:

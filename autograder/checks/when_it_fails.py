@@ -13,22 +13,30 @@ images, and the weights the checks need are the tensors the student stores
 Errors carried forward. Several questions build on earlier ones:
 
 * the data: every check uses the student's own split tensors when they have
-  the right shapes and dtypes, else the reference's; the reference models a
-  band is centred on are trained on the same data (``trained_answers``), so
-  a wrong split costs q1 and nothing else;
+  the right shapes and dtypes and hold the files' images with their labels,
+  else the reference's; the reference models a band is centred on are
+  trained on the same data (``trained_answers``), so a wrong split costs q1
+  and nothing else;
 * ``train_mlp``: a question's training-dependent claims (the cliff falls with
   every pixel, the shuffled score is close to the plain one, the sweep has
   the chapter's shape, the sealed test lands near the reference, ...) are
   graded only when the student's ``net`` scores within :data:`VAL_BAND` of
   the reference on the validation images ("a healthy ``train_mlp``"). A
-  broken ``train_mlp`` costs q2; later questions then check that their
-  numbers are what the student's own models give on the right images, and
-  that each model is what the student's ``train_mlp`` gives when the judge
-  calls it again with the question's arguments (same process, same thread
-  count, and q2 checks that it is deterministic), so a broken ``train_mlp``
-  carries its error forward but cannot stand in for the later trainings;
+  broken ``train_mlp`` costs q2. Healthy or not, later questions check that
+  their numbers are what the student's own models give on the right images,
+  and that each model (``net_shuffled``, every point of ``sweep_errors``,
+  ``net_final``, ``net_aug``, ``net_memo``) is what the student's
+  ``train_mlp`` gives when the judge calls it again with the question's
+  arguments (same process, same thread count, and q2 checks that it is
+  deterministic): a broken ``train_mlp`` carries its error forward but cannot
+  stand in for the later trainings, and the bands alone would pass models
+  that were never trained (``net`` behind a wrapper that undoes the pixel
+  shuffle, a lookup table of the labels, a made-up sweep);
 * ``shift_accs``, ``val_acc``, ``pixel_perm``, ``net_weights``: later
-  questions are graded against the student's own values.
+  questions are graded against the student's own values (``net_weights``
+  only with no constant row in its first weight: all-zero weights would make
+  q5's permuted weight and q6's templates trivial; without usable weights
+  those two cannot be graded and fail, saying so).
 
 Tolerances, and why they are what they are:
 
@@ -55,6 +63,8 @@ Tolerances, and why they are what they are:
 
 from __future__ import annotations
 
+import functools
+import hashlib
 from typing import Any, Callable
 
 import torch
@@ -159,13 +169,46 @@ def _usable(value: Any, shape: tuple[int, ...], dtype: torch.dtype) -> bool:
             and (not value.is_floating_point() or bool(torch.isfinite(value).all())))
 
 
+def _row_key(image: bytes, label: int) -> bytes:
+    return hashlib.blake2b(image + bytes([label]), digest_size=16).digest()
+
+
+@functools.lru_cache(maxsize=2)
+def _file_rows(train: bool) -> frozenset[bytes]:
+    """Every (image, label) of the training (or test) file, hashed: what a split may hold."""
+    images, labels, test_images, test_labels = _reference()._raw()
+    if not train:
+        images, labels = test_images, test_labels
+    return frozenset(_row_key(row.tobytes(), int(label)) for row, label in zip(images.numpy(), labels.tolist()))
+
+
+def _from_file(X: torch.Tensor, y: torch.Tensor, train: bool) -> bool:
+    """Whether every row of ``X`` (byte / 255) is an image of the training (or test) file, with its label."""
+    import numpy as np
+
+    scaled = X.detach().numpy().astype(np.float64) * 255
+    nearest = np.rint(scaled)
+    if not (np.abs(scaled - nearest) <= 1e-3).all() or nearest.min() < 0 or nearest.max() > 255:
+        return False
+    rows, pool = nearest.astype(np.uint8), _file_rows(train)
+    return all(_row_key(row.tobytes(), int(label)) in pool for row, label in zip(rows, y.tolist()))
+
+
 def _data(X_tr, y_tr, X_val, y_val, X_test, y_test) -> dict[str, torch.Tensor]:
-    """The student's split when every tensor has the right shape and dtype, else the reference's."""
+    """The student's split when it is a split of the files, else the reference's.
+
+    Carried forward when every tensor has the right shape and dtype and every
+    image is one of its file's images, with its label (fitting and validation
+    from the training file, test from the test file): a split drawn another
+    way (another seed, overlapping parts) is graded on its own data, while
+    made-up data (all black, one label, images that encode their label) would
+    make the training bands trivial.
+    """
     given_ = dict(zip(DATA_NAMES, (X_tr, y_tr, X_val, y_val, X_test, y_test)))
     shapes = _data_shapes()
     if all(_usable(given_[k], *shapes[k]) for k in DATA_NAMES):
         labels_ok = all(0 <= int(given_[k].min()) and int(given_[k].max()) <= 9 for k in ("y_tr", "y_val", "y_test"))
-        if labels_ok:
+        if labels_ok and all(_from_file(given_[f"X_{k}"], given_[f"y_{k}"], k != "test") for k in ("tr", "val", "test")):
             return {k: v.detach() for k, v in given_.items()}
     a = _answers()
     return {k: a[k] for k in DATA_NAMES}
@@ -250,13 +293,26 @@ def _perm_used(pixel_perm: Any) -> torch.Tensor:
     return pixel_perm.long() if _is_permutation(pixel_perm, 784) else _answers()["pixel_perm"]
 
 
+#: Each row of the first weight must span at least this much (trained or
+#: not, the chapter's rows span about 0.07 and more): a constant row (all-zero
+#: weights included) would make its template a flat image and its permuted
+#: columns equal to the unpermuted ones, so q5 and q6 would test nothing.
+MIN_ROW_SPREAD = 1e-3
+
+
 def _weights_used(net_weights: Any) -> list[torch.Tensor] | None:
-    """The student's ``net_weights`` when it is the chapter's four tensors, else ``None``."""
+    """The student's ``net_weights`` when it is the chapter's four tensors, no first-weight row constant; else ``None``."""
     shapes = [(256, 784), (256,), (10, 256), (10,)]
     if isinstance(net_weights, (list, tuple)) and len(net_weights) == 4 and all(
             _usable(w, s, torch.float32) for w, s in zip(net_weights, shapes)):
-        return [w.detach() for w in net_weights]
+        first = net_weights[0].detach()
+        if bool(((first.max(dim=1).values - first.min(dim=1).values) >= MIN_ROW_SPREAD).all()):
+            return [w.detach() for w in net_weights]
     return None
+
+
+_NO_WEIGHTS = ("cannot be compared with the network: `net_weights` (q2) must hold its four weight tensors, "
+               "with no constant row in the first weight")
 
 
 # ---------------------------------------------------------------- q1: the split
@@ -433,9 +489,11 @@ def check_q4(pixel_perm, net_shuffled, shuffled_acc, train_mlp, net, X_tr, y_tr,
     value = _expect_accuracy_of("shuffled_acc", shuffled_acc, score, len(data["y_val"]),
                                 "`net_shuffled` scores on the validation images with their pixels shuffled by "
                                 "`pixel_perm` (fit and validation images alike)")
+    # always, not only for a broken train_mlp: a wrapper that undoes the shuffle in front of `net`
+    # (nothing retrained) scores what `net` scores, inside SHUFFLE_GAP
+    _expect_reproduced("net_shuffled", net_shuffled, train_mlp, data["X_tr"][:, pixel_perm], data["y_tr"],
+                       data["X_val"][:50, pixel_perm], "on the fitting images shuffled by `pixel_perm`")
     if not _healthy(net, data):
-        _expect_reproduced("net_shuffled", net_shuffled, train_mlp, data["X_tr"][:, pixel_perm], data["y_tr"],
-                           data["X_val"][:50, pixel_perm], "on the fitting images shuffled by `pixel_perm`")
         return
     plain = _accuracy("net", net, data["X_val"], data["y_val"])
     if abs(value - plain) > SHUFFLE_GAP:
@@ -481,7 +539,10 @@ def check_q5(weight_for_permuted, P, W1_perm, same_outputs, net_weights, pixel_p
         raise CheckFailure("`P` is not the permutation matrix with P @ x == x[pixel_perm] (torch.eye(784)[pixel_perm]).")
     expect_tensor("W1_perm", W1_perm, shape=(256, 784), dtype=torch.float32)
     weights = _weights_used(net_weights)
-    if weights is not None and not torch.allclose(W1_perm, weights[0][:, perm], rtol=0, atol=1e-6):
+    if weights is None:
+        expect_defined("net_weights", net_weights)
+        raise CheckFailure(f"`W1_perm` {_NO_WEIGHTS}.")
+    if not torch.allclose(W1_perm, weights[0][:, perm], rtol=0, atol=1e-6):
         raise CheckFailure("`W1_perm` is not the weight that makes the network on P x the network on x, "
                            "for the first weight in `net_weights`.")
     expect_bool("same_outputs", same_outputs, True)
@@ -497,8 +558,7 @@ def check_q6(fig_templates, net_weights) -> None:
     weights = _weights_used(net_weights)
     if weights is None:
         expect_defined("net_weights", net_weights)
-        raise CheckFailure("`fig_templates` cannot be compared with the network: `net_weights` (q2) must hold its four "
-                           "weight tensors.")
+        raise CheckFailure(f"`fig_templates` {_NO_WEIGHTS}.")
     shown = [ax.images[0] for ax in fig_templates.axes if ax.images]
     if len(shown) != 16:
         raise CheckFailure(f"`fig_templates` shows {len(shown)} image(s), but it should show 16 templates, one per Axes.")
@@ -536,10 +596,10 @@ def check_q7(widths, sweep_errors, train_mlp, net, X_tr, y_tr, X_val, y_val, X_t
             raise CheckFailure(f"`sweep_errors[{n}]` holds values outside [0, 1]: store validation errors, 1 - accuracy.")
         curves[n] = curve
     data = _data(X_tr, y_tr, X_val, y_val, X_test, y_test)
-    if not _healthy(net, data):
-        # two points of the student's own curves, trained again by the student's train_mlp
-        for n, i in ((r.SWEEP_SIZES[0], len(r.WIDTHS) - 1), (r.SWEEP_SIZES[-1], 0)):
-            h = r.WIDTHS[i]
+    # every point of the student's own curves, trained again by the student's train_mlp (healthy or
+    # not: the shape checks below alone pass a made-up curve; a few points would leave the rest free)
+    for n in r.SWEEP_SIZES:
+        for i, h in enumerate(r.WIDTHS):
             with torch.random.fork_rng(devices=[]):
                 model = call_student("train_mlp", train_mlp, data["X_tr"][:n].clone(), data["y_tr"][:n].clone(),
                                      hidden=h, epochs=r.SWEEP_EPOCHS)
@@ -547,6 +607,7 @@ def check_q7(widths, sweep_errors, train_mlp, net, X_tr, y_tr, X_val, y_val, X_t
             if abs(curves[n][i] - error) > 1.0 / len(data["y_val"]) + 1e-6:
                 raise CheckFailure(f"`sweep_errors[{n}][{i}]` is not the validation error of the network `train_mlp` "
                                    f"trains on the first {n} fitting images at width {h}.")
+    if not _healthy(net, data):
         return
     for n, curve in curves.items():
         if curve[0] - min(curve) < SWEEP_FALL:
@@ -589,10 +650,11 @@ def check_q9(net_final, test_clean, test_shift2, shift_right, train_mlp, net, X_
     _expect_accuracy_of("test_clean", test_clean, clean, n, "`net_final` scores on the 600 test images")
     _expect_accuracy_of("test_shift2", test_shift2, moved, n,
                         "`net_final` scores on the 600 test images moved 2 pixels right")
+    # always: a table of the validation labels in front of `net` (nothing retrained) passes the bands below
+    _expect_reproduced("net_final", net_final, train_mlp, torch.cat([data["X_tr"], data["X_val"]]),
+                       torch.cat([data["y_tr"], data["y_val"]]), data["X_test"][:50],
+                       "on the 1,200 development images (fitting, then validation)")
     if not _healthy(net, data):
-        _expect_reproduced("net_final", net_final, train_mlp, torch.cat([data["X_tr"], data["X_val"]]),
-                           torch.cat([data["y_tr"], data["y_val"]]), data["X_test"][:50],
-                           "on the 1,200 development images (fitting, then validation)")
         return
     if _accuracy("net_final", net_final, data["X_val"], data["y_val"]) < FINAL_KNOWS_VALIDATION:
         raise CheckFailure("`net_final` does not know the validation images: fit it on all 1,200 development images "
@@ -688,9 +750,10 @@ def check_q10(random_shifts, X_aug, y_aug, net_aug, aug_accs, robustness_gain, c
         raise CheckFailure("`robustness_gain` is not aug_accs[2] - shift_accs[2].")
     if abs(expect_number("clean_cost", clean_cost) - (before0 - values[0])) > 1e-6:
         raise CheckFailure("`clean_cost` is not val_acc - aug_accs[0].")
+    # always: `net` behind a test-time search over shifts (nothing retrained) can pass the bands below
+    _expect_reproduced("net_aug", net_aug, train_mlp, X_aug.detach(), y_aug.detach(), data["X_val"][:50],
+                       f"on `X_aug`, `y_aug` with epochs={r.AUG_EPOCHS}", epochs=r.AUG_EPOCHS)
     if not _healthy(net, data):
-        _expect_reproduced("net_aug", net_aug, train_mlp, X_aug.detach(), y_aug.detach(), data["X_val"][:50],
-                           f"on `X_aug`, `y_aug` with epochs={r.AUG_EPOCHS}", epochs=r.AUG_EPOCHS)
         return
     gain = scores[2] - _accuracy("net", net, _shifted(shift_right, data["X_val"], 2), data["y_val"])
     cost = _accuracy("net", net, data["X_val"], data["y_val"]) - scores[0]
@@ -717,11 +780,12 @@ def check_q11(y_random, net_memo, memo_train_acc, memo_val_acc, train_mlp, net, 
                         "`net_memo` scores on the fitting images against the random labels `y_random`")
     _expect_accuracy_of("memo_val_acc", memo_val_acc, held_out, len(data["y_val"]),
                         "`net_memo` scores on the validation images against their true labels")
+    # always: a lookup table of `y_random` with random logits elsewhere (nothing trained) passes the bands below
+    r = _reference()
+    _expect_reproduced("net_memo", net_memo, train_mlp, data["X_tr"], y_random.detach(), data["X_val"][:50],
+                       f"on `X_tr` and `y_random` at hidden={r.MEMO_HIDDEN}, epochs={r.MEMO_EPOCHS}",
+                       hidden=r.MEMO_HIDDEN, epochs=r.MEMO_EPOCHS)
     if not _healthy(net, data):
-        r = _reference()
-        _expect_reproduced("net_memo", net_memo, train_mlp, data["X_tr"], y_random.detach(), data["X_val"][:50],
-                           f"on `X_tr` and `y_random` at hidden={r.MEMO_HIDDEN}, epochs={r.MEMO_EPOCHS}",
-                           hidden=r.MEMO_HIDDEN, epochs=r.MEMO_EPOCHS)
         return
     if train < MEMO_MIN_TRAIN:
         raise CheckFailure("`net_memo` has not memorized the random labels: train the wide MLP on X_tr with y_random.")

@@ -338,21 +338,64 @@ def check_q2_5(cost_table) -> None:
 
 # ---------------------------------------------------------------- q3: edges.py
 
-def _edge_inputs(x, vertical, horizontal) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The student's ``x``, ``vertical`` and ``horizontal`` when usable, else the reference's.
+#: A student's filter is carried forward into the later edges questions only
+#: when its map of the test image has a largest absolute value of at least
+#: this fraction of the reference filter's map's (3.0 vertical, 1.36
+#: horizontal): far above the maps' tolerance (1e-5), so no answer near zero
+#: passes, and far below any edge filter a student writes (a transposed,
+#: sign-flipped, swapped, Sobel or rescaled one).
+MIN_RESPONSE = 0.01
+#: ...and at most this multiple of it: a map near float32's largest values
+#: (3e38) would overflow the checks' own sums.
+MAX_RESPONSE = 1e4
 
-    Later edges questions are graded on the student's own inputs (errors
-    carried forward), so a wrong filter costs q3_1 and nothing else.
+
+def _sensible_filter(value: Any, reference: torch.Tensor, x: torch.Tensor) -> torch.Tensor | None:
+    """``value`` as a float32 filter when later answers built on it cannot be trivial, else ``None``.
+
+    Sensible: a real floating tensor of shape (1, 1, 3, 3) (dense, on the CPU),
+    every weight finite, not constant (a constant filter is a blur, not an edge
+    filter; all zeros included), whose map of the test image ``x`` is finite
+    and responds: largest absolute value between :data:`MIN_RESPONSE` and
+    :data:`MAX_RESPONSE` times the ``reference`` filter's. So an all-zero,
+    constant, epsilon-sized, NaN or overflowing filter never makes the
+    carried-forward maps zero or equal.
+    """
+    if not (isinstance(value, torch.Tensor) and tuple(value.shape) == (1, 1, 3, 3) and value.is_floating_point()
+            and value.layout == torch.strided and value.device.type == "cpu"):
+        return None
+    f = value.detach().float()
+    if not bool(torch.isfinite(f).all()):
+        return None
+    spread, size = float(f.max() - f.min()), float(f.abs().max())
+    if spread <= 1e-3 * size:  # constant, all zeros included
+        return None
+    response = F.conv2d(x, f)
+    if not bool(torch.isfinite(response).all()):
+        return None
+    largest, expected = float(response.abs().max()), float(F.conv2d(x, reference).abs().max())
+    if not MIN_RESPONSE * expected <= largest <= MAX_RESPONSE * expected:
+        return None
+    return f
+
+
+def _edge_inputs(vertical, horizontal) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The reference ``x``, and the student's ``vertical`` and ``horizontal`` when sensible, else the reference's.
+
+    Later edges questions are graded on the student's own filters (errors
+    carried forward), so a wrong filter costs q3_1 and nothing else; each
+    filter must pass :func:`_sensible_filter`, so that a degenerate one
+    (zeros, a constant, NaN, 1e-9 times an edge filter) cannot make every
+    later answer trivially zero. The image is always the reference's test
+    image 2: ``x`` is fixed by the lesson (q3_1 grades it), and a
+    student-chosen image (all black) would make every map zero.
     """
     a = _answers()
-
-    def usable(value, shape):
-        return isinstance(value, torch.Tensor) and tuple(value.shape) == shape and value.is_floating_point()
-
-    x = x.detach().float() if usable(x, (1, 1, 28, 28)) else a["x"]
-    vertical = vertical.detach().float() if usable(vertical, (1, 1, 3, 3)) else a["vertical"]
-    horizontal = horizontal.detach().float() if usable(horizontal, (1, 1, 3, 3)) else a["horizontal"]
-    return x, vertical, horizontal
+    x = a["x"]
+    vertical = _sensible_filter(vertical, a["vertical"], x)
+    horizontal = _sensible_filter(horizontal, a["horizontal"], x)
+    return (x, a["vertical"] if vertical is None else vertical,
+            a["horizontal"] if horizontal is None else horizontal)
 
 
 def check_q3_1(x, trouser_class, vertical, horizontal) -> None:
@@ -395,7 +438,7 @@ def check_peak_function(peak: Callable) -> None:
 def check_q3_2(peak, edges, edges_peak, x, vertical, horizontal) -> None:
     """The vertical filter's map without padding, and ``peak``."""
     check_peak_function(peak)
-    x, vertical, _ = _edge_inputs(x, vertical, horizontal)
+    x, vertical, _ = _edge_inputs(vertical, horizontal)
     expected = F.conv2d(x, vertical)
     expect_tensor("edges", edges, shape=expected.shape, dtype=torch.float32)
     expect_close("edges", edges, expected, rtol=1e-5, atol=1e-5)
@@ -429,7 +472,7 @@ def check_compare_shared_function(compare_shared: Callable) -> None:
 
 def check_q3_3(edges_moved, compare_shared, edges_move_with, x, vertical, horizontal) -> None:
     """The trousers moved 3 pixels right: the moved map, and whether the map moved with them."""
-    x, vertical, _ = _edge_inputs(x, vertical, horizontal)
+    x, vertical, _ = _edge_inputs(vertical, horizontal)
     expected = F.conv2d(torch.roll(x, shifts=3, dims=3), vertical)
     expect_tensor("edges_moved", edges_moved, shape=expected.shape, dtype=torch.float32)
     expect_close("edges_moved", edges_moved, expected, rtol=1e-5, atol=1e-5)
@@ -449,7 +492,7 @@ def check_q3_4(padded_shape, padded_inside_equal, layer_matches) -> None:
 
 def check_q3_5(flat_edges, absolute_sums, x, vertical, horizontal) -> None:
     """The horizontal filter's map and the absolute response of each map."""
-    x, vertical, horizontal = _edge_inputs(x, vertical, horizontal)
+    x, vertical, horizontal = _edge_inputs(vertical, horizontal)
     expected = F.conv2d(x, horizontal)
     expect_tensor("flat_edges", flat_edges, shape=expected.shape, dtype=torch.float32)
     expect_close("flat_edges", flat_edges, expected, rtol=1e-5, atol=1e-5)
@@ -465,7 +508,7 @@ def check_q3_6(fig, x, vertical, horizontal) -> None:
     from matplotlib.figure import Figure
 
     expect_type("fig", fig, Figure, what="a matplotlib Figure (fig, axes = plt.subplots(1, 3))")
-    x, vertical, horizontal = _edge_inputs(x, vertical, horizontal)
+    x, vertical, horizontal = _edge_inputs(vertical, horizontal)
     if len(fig.axes) != 3:
         raise CheckFailure(f"`fig` holds {len(fig.axes)} Axes, but it should hold 3: the trousers and the two maps "
                            "(a colorbar is an Axes of its own: leave it out of this figure).")

@@ -25,6 +25,7 @@ from torch import nn  # noqa: E402
 from autograder.checks import CheckFailure  # noqa: E402
 from autograder.checks import where_mlps_fail as checks  # noqa: E402
 from autograder.checks.properties import GRADING  # noqa: E402
+from tests.checks.common import failures  # noqa: E402
 from reference import where_mlps_fail as ref  # noqa: E402
 
 REFERENCE_FUNCTIONS = {
@@ -262,6 +263,111 @@ def test_q3_later_parts_carry_a_wrong_filter_forward(answers, property_calls):
     expected_message = failure_message(checks.check_q3_2, ref.peak, edges, ref.peak(edges), answers["x"],
                                        answers["vertical"], answers["horizontal"])
     assert "`edges`" in expected_message, f"the same edges against the reference filter must fail: {expected_message!r}"
+
+
+def _edge_answers(x, vertical, horizontal) -> dict:
+    """The later edges answers a student computes from ``x`` and the two filters, as the lesson does."""
+    edges, flat_edges = F.conv2d(x, vertical), F.conv2d(x, horizontal)
+    return {"edges": edges, "edges_peak": ref.peak(edges), "edges_moved": F.conv2d(torch.roll(x, 3, 3), vertical),
+            "edges_move_with": True, "flat_edges": flat_edges,
+            "absolute_sums": (round(edges.abs().sum().item(), 2), round(flat_edges.abs().sum().item(), 2))}
+
+
+def _later_edges_failures(x, vertical, horizontal, given: dict, figure_factory) -> dict[str, str | None]:
+    """Each later edges check (q3_2, q3_3, q3_5, q3_6) on ``given`` answers: ``{check: failure message or None}``."""
+    fig = figure_factory(x, vertical.float(), horizontal.float())  # drawn as the student would, from float32
+    calls = {
+        "q3_2": lambda: checks.check_q3_2(ref.peak, given["edges"], given["edges_peak"], x, vertical, horizontal),
+        "q3_3": lambda: checks.check_q3_3(given["edges_moved"], ref.compare_shared, given["edges_move_with"], x,
+                                          vertical, horizontal),
+        "q3_5": lambda: checks.check_q3_5(given["flat_edges"], given["absolute_sums"], x, vertical, horizontal),
+        "q3_6": lambda: checks.check_q3_6(fig, x, vertical, horizontal),
+    }
+    return failures(calls)
+
+
+#: Filters a student may write by mistake: each must be carried forward (it costs q3_1 only).
+SENSIBLE_FILTERS = {
+    "sign_flipped": lambda v, h: (-v, -h),
+    "swapped": lambda v, h: (h, v),
+    "sobel": lambda v, h: (v * torch.tensor([1.0, 2.0, 1.0]).view(1, 1, 3, 1),
+                           h * torch.tensor([1.0, 2.0, 1.0]).view(1, 1, 1, 3)),
+    "divided_by_6": lambda v, h: (v / 6, h / 6),
+    "float64": lambda v, h: (v.double(), h.double()),
+    "same_filter_twice": lambda v, h: (v, v),
+}
+
+
+@pytest.mark.parametrize("make", SENSIBLE_FILTERS.values(), ids=SENSIBLE_FILTERS.keys())
+def test_q3_a_sensible_wrong_filter_costs_q3_1_only(make, answers, figure_factory, property_calls):
+    x = answers["x"]
+    vertical, horizontal = make(answers["vertical"], answers["horizontal"])
+    used = checks._edge_inputs(vertical, horizontal)
+    assert torch.equal(used[1], vertical.float()) and torch.equal(used[2], horizontal.float()), \
+        "a sensible student filter should be carried forward into the later edges questions"
+    own = _edge_answers(x, vertical.float(), horizontal.float())
+    actual = _later_edges_failures(x, vertical, horizontal, own, figure_factory)
+    expected = {"q3_2": None, "q3_3": None, "q3_5": None, "q3_6": None}
+    assert actual == expected, f"answers computed from the student's own filter should pass: {actual}"
+    message = failure_message(checks.check_q3_1, x, answers["trouser_class"], vertical, horizontal)
+    assert "`vertical`" in message or "`horizontal`" in message, f"the wrong filter should still cost q3_1: {message!r}"
+
+
+#: Filters a cheater may write so that every later answer is trivially zero (or NaN, or overflowing).
+DEGENERATE_FILTERS = {
+    "zeros": lambda v: torch.zeros(1, 1, 3, 3),
+    "constant": lambda v: torch.full((1, 1, 3, 3), 0.5),
+    "constant_plus_noise": lambda v: 1.0 + 1e-6 * v,
+    "epsilon": lambda v: 1e-9 * v,
+    "below_one_percent": lambda v: 0.009 * v,
+    "nan": lambda v: torch.where(v > 0, torch.tensor(float("nan")), v),
+    "inf": lambda v: torch.where(v > 0, torch.tensor(float("inf")), v),
+    "overflowing_map": lambda v: 1e38 * v,
+    "integer": lambda v: v.long(),
+    "wrong_shape": lambda v: v[0],
+    "not_a_tensor": lambda v: v.tolist(),
+    "requires_grad_zeros": lambda v: torch.zeros(1, 1, 3, 3, requires_grad=True),
+}
+
+
+@pytest.mark.parametrize("make", DEGENERATE_FILTERS.values(), ids=DEGENERATE_FILTERS.keys())
+def test_q3_a_degenerate_filter_is_replaced_by_the_reference(make, answers):
+    x, vertical, horizontal = checks._edge_inputs(make(answers["vertical"]), make(answers["horizontal"]))
+    actual = (torch.equal(x, answers["x"]), torch.equal(vertical, answers["vertical"]),
+              torch.equal(horizontal, answers["horizontal"]))
+    assert actual == (True, True, True), f"(x, vertical, horizontal) should be the reference's, got {actual}"
+
+
+def test_q3_one_degenerate_filter_keeps_the_other_sensible_one(answers):
+    _, vertical, horizontal = checks._edge_inputs(-answers["vertical"], torch.zeros(1, 1, 3, 3))
+    actual = (torch.equal(vertical, -answers["vertical"]), torch.equal(horizontal, answers["horizontal"]))
+    assert actual == (True, True), f"(own vertical kept, reference horizontal used): got {actual}"
+
+
+@pytest.mark.parametrize("name", ["zeros", "epsilon", "constant"])
+def test_q3_degenerate_chain_loses_every_later_edges_question(name, answers, figure_factory, property_calls):
+    """The hostile submission: degenerate x and filters, later answers computed from them: all four checks fail."""
+    x = torch.zeros(1, 1, 28, 28) if name == "zeros" else answers["x"]
+    make = DEGENERATE_FILTERS[name]
+    vertical, horizontal = make(answers["vertical"]), make(answers["horizontal"])
+    own = _edge_answers(x, vertical, horizontal)
+    actual = _later_edges_failures(x, vertical, horizontal, own, figure_factory)
+    passed = [q for q, message in actual.items() if message is None]
+    assert passed == [], f"{name}: answers built on degenerate inputs should not pass {passed}: {actual}"
+    expected_names = {"q3_2": "`edges`", "q3_3": "`edges_moved`", "q3_5": "`flat_edges`", "q3_6": "`fig.axes["}
+    for q, part in expected_names.items():
+        assert part in actual[q], f"{name}: the {q} message should name {part}: {actual[q]!r}"
+
+
+def test_q3_the_students_image_is_never_carried_forward(answers, figure_factory, property_calls):
+    # an image that is not test image 2 costs q3_1; later parts use the reference image
+    x = answers["x"].flip(3)
+    actual = torch.equal(checks._edge_inputs(answers["vertical"], answers["horizontal"])[0], answers["x"])
+    assert actual, "_edge_inputs should always give the reference x"
+    own = _edge_answers(x, answers["vertical"], answers["horizontal"])
+    message = failure_message(checks.check_q3_2, ref.peak, own["edges"], own["edges_peak"], x, answers["vertical"],
+                              answers["horizontal"])
+    assert "`edges`" in message, f"edges of another image should fail q3_2, naming edges: {message!r}"
 
 
 # ---------------------------------------------------------------- property checks against wrong functions

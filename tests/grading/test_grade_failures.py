@@ -12,21 +12,31 @@ from __future__ import annotations
 
 import csv
 import json
+import os
+import shutil
+import stat
+import subprocess
+import tempfile
 import zipfile
 from pathlib import Path
 
 import pytest
 
+from autograder import grade as grade_module
 from autograder.grade import (
+    DEFAULT_TIMEOUT,
+    JUDGE_MARGIN,
     GradeResult,
     failure_results,
     format_table,
     grade_many,
     grade_one,
+    judge_limits,
     question_scores,
     submission_label,
     write_csv,
 )
+from autograder.judge import Limits
 
 #: Otter's Gradescope results as ``otter run`` writes them: the public summary
 #: (no max_score, or 0 points), hidden-test entries, a question split over
@@ -276,3 +286,273 @@ def test_real_autograder_grade_many_reports_every_failure(built_where_mlps_fail,
     assert actual_errors == expected_errors, f"scores.csv rows: {rows}"
     table = format_table(results)
     assert table.count("not graded:") == 2, f"the table should show both as not graded:\n{table}"
+
+
+# ---------------------------------------------------------------- the judge's limits, checked and passed through
+
+
+def test_judge_limits_default_to_the_judges_with_a_600_second_timeout():
+    actual = judge_limits()
+    expected = (None, 600.0)
+    assert actual == expected, f"no limits and no timeout: expected {expected}, got {actual}"
+
+
+def test_judge_limits_timeout_follows_the_deadline():
+    actual = judge_limits({"deadline": 100, "cell_seconds": 5})
+    expected = (Limits(deadline=100, cell_seconds=5), 160.0)
+    assert actual == expected, f"the timeout should be the deadline plus {JUDGE_MARGIN:g} s: got {actual}"
+
+
+@pytest.mark.parametrize("timeout, deadline", [(120, 60.0), (30, 15.0), (900, 540.0)])
+def test_judge_limits_deadline_fits_inside_a_timeout(timeout, deadline):
+    limits, actual_timeout = judge_limits(None, timeout)
+    actual = (limits.deadline if limits is not None else Limits().deadline, actual_timeout)
+    assert actual == (deadline, float(timeout)), \
+        f"timeout {timeout}: the judge's deadline should be {deadline} so it writes results in time, got {actual}"
+
+
+def test_judge_limits_the_default_timeout_keeps_the_default_limits():
+    actual = judge_limits(None, DEFAULT_TIMEOUT)
+    assert actual == (None, DEFAULT_TIMEOUT), f"600 s is the default: no limits to pass, got {actual}"
+
+
+BAD_LIMITS = [
+    ({"cell_seconds": -1}, None, "judge", "limit cell_seconds must be a positive number of seconds, not -1"),
+    ({"call_seconds": 0}, None, "judge", "limit call_seconds must be a positive number of seconds, not 0"),
+    ({"deadline": float("nan")}, None, "judge", "limit deadline must be a positive number of seconds, not nan"),
+    ({"startup_seconds": float("inf")}, None, "judge", "limit startup_seconds must be a positive number of seconds"),
+    ({"memory_mb": 0}, None, "judge", "limit memory_mb must be a positive whole number of megabytes, not 0"),
+    ({"memory_mb": 1.5}, None, "judge", "limit memory_mb must be a positive whole number of megabytes, not 1.5"),
+    ({"cell_secs": 5}, None, "judge", "unknown limit(s) ['cell_secs']: the judge's limits are ['cell_seconds'"),
+    (None, -5, "judge", "timeout must be a positive number of seconds, not -5"),
+    (None, 0, "otter", "timeout must be a positive number of seconds, not 0"),
+    ({"deadline": 200}, 100, "judge", "timeout (100 s) must be at least the judge's deadline (200 s) plus 10 s"),
+    ({"cell_seconds": 5}, None, "otter", "limits apply to the judge runner only: `otter run` has no per-cell"),
+    ([("cell_seconds", 5)], None, "judge", "limits must be an autograder.judge.Limits or a dict of its fields"),
+]
+
+
+@pytest.mark.parametrize("limits, timeout, runner, message", BAD_LIMITS,
+                         ids=[m.split(":")[0][:40] for *_, m in BAD_LIMITS])
+def test_bad_limits_raise_a_value_error_saying_what_was_expected(limits, timeout, runner, message, dummy_zip, tmp_path):
+    submission = tmp_path / "hw.ipynb"
+    submission.write_text("{}")
+    out = tmp_path / "out"
+    for call in (lambda: judge_limits(limits, timeout, runner),
+                 lambda: grade_one(dummy_zip, submission, out, timeout=timeout, runner=runner, limits=limits),
+                 lambda: grade_many(dummy_zip, [submission], out, timeout=timeout, runner=runner, limits=limits,
+                                    progress=False)):
+        with pytest.raises(ValueError) as info:
+            call()
+        assert message in str(info.value), f"expected {message!r} in the error, got {str(info.value)!r}"
+    assert not out.exists(), "bad limits should be refused before anything is graded or written"
+
+
+@pytest.mark.parametrize("text, option", [("-1", "--cell-seconds"), ("0", "--deadline"), ("1.5", "--memory-mb"),
+                                          ("soon", "--timeout")])
+def test_grade_cli_refuses_nonsense_limits(text, option, capsys):
+    from autograder.cli import main
+
+    with pytest.raises(SystemExit) as info:
+        main(["grade", "where_mlps_fail", "hw.ipynb", option, text])
+    err = capsys.readouterr().err
+    assert info.value.code == 2, f"{option} {text}: expected a usage error (exit 2), got {info.value.code}"
+    assert f"argument {option}: expected a positive" in err and repr(text) in err, \
+        f"{option} {text}: the error should say what was expected: {err!r}"
+
+
+def test_grade_cli_refuses_limits_with_the_otter_runner(capsys):
+    from autograder.cli import main
+
+    with pytest.raises(SystemExit) as info:
+        main(["grade", "where_mlps_fail", "hw.ipynb", "--runner", "otter", "--cell-seconds", "5"])
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and "judge runner only" in err, f"exit {info.value.code}, stderr {err!r}"
+
+
+# ---------------------------------------------------------------- a private copy of each submission
+
+
+#: A folder and a file name that name a student, as an instructor's download folder does.
+PRIVATE_FOLDER = "alice-liddell-7c1f"
+PRIVATE_NAME = "alice_liddell_hw3"
+
+
+@pytest.fixture
+def private_submission(tmp_path) -> Path:
+    folder = tmp_path / "downloads" / PRIVATE_FOLDER
+    folder.mkdir(parents=True)
+    path = folder / f"{PRIVATE_NAME}.ipynb"
+    path.write_text('{"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}')
+    return path
+
+
+class FakeRun:
+    """Stands in for ``subprocess.run`` of the grading process: records what it got, writes ``results``."""
+
+    def __init__(self, results: dict):
+        self.results, self.calls = results, []
+
+    def __call__(self, command, cwd, timeout, env, **kwargs):
+        staged = Path(command[4]) if command[2] == "autograder.judge" else Path(command[-1])
+        self.calls.append({
+            "command": list(command), "cwd": str(cwd), "timeout": timeout, "env": dict(env),
+            "staged": staged, "staged_is_link": staged.is_symlink(),
+            "staged_text": None if staged.is_symlink() else staged.read_text(),
+            "folder_mode": stat.S_IMODE(staged.parent.stat().st_mode), "folder_owner": staged.parent.stat().st_uid,
+        })
+        if command[2] == "autograder.judge":
+            results_path = Path(command[5])
+        else:
+            results_path = Path(command[command.index("-o") + 1]) / "results.json"
+        results_path.write_text(json.dumps(self.results))
+        return subprocess.CompletedProcess(command, 0, "graded\n", "")
+
+
+def test_grade_one_grades_a_private_copy_and_passes_the_limits(private_submission, dummy_zip, tmp_path, monkeypatch):
+    fake = FakeRun(OTTER_RESULTS)
+    monkeypatch.setattr(grade_module.subprocess, "run", fake)
+    out = tmp_path / "graded" / PRIVATE_NAME
+    result = grade_one(dummy_zip, private_submission, out, limits={"cell_seconds": 2, "deadline": 100, "memory_mb": 1500})
+    (call,) = fake.calls
+    shown = " ".join(call["command"]) + " " + call["cwd"] + " " + " ".join(call["env"].values())
+    for private in (PRIVATE_FOLDER, PRIVATE_NAME, str(private_submission.parent), str(out)):
+        assert private not in shown, f"{private!r} reaches the grading process (command, cwd or environment): {shown}"
+    expected_flags = ["--cell-seconds=2.0", "--call-seconds=30.0", "--startup-seconds=60.0", "--deadline=100.0",
+                      "--memory-mb=1500"]
+    assert call["command"][-5:] == expected_flags, f"the judge's limits should be passed as options: {call['command']}"
+    assert call["timeout"] == 160.0, f"the timeout should be the deadline plus {JUDGE_MARGIN:g} s: {call['timeout']}"
+    actual = (call["staged"].name, call["staged_text"], call["folder_mode"], call["folder_owner"])
+    expected = ("staged-submission.ipynb", private_submission.read_text(), 0o700, os.geteuid())
+    assert actual == expected, f"(staged name, content, folder mode, owner): expected {expected}, got {actual}"
+    assert not call["staged"].exists(), "the private copy should be removed after grading"
+    assert result.scores == question_scores(OTTER_RESULTS) and result.error is None, \
+        f"the results should be read from the out dir as before: {result}"
+    assert results_of(out / "results.json") == OTTER_RESULTS, "results.json should land in the out dir unchanged"
+
+
+def test_grade_one_without_limits_passes_no_options(private_submission, dummy_zip, tmp_path, monkeypatch):
+    fake = FakeRun(OTTER_RESULTS)
+    monkeypatch.setattr(grade_module.subprocess, "run", fake)
+    grade_one(dummy_zip, private_submission, tmp_path / "out")
+    (call,) = fake.calls
+    actual = (call["command"][2], len(call["command"]), call["timeout"])
+    assert actual == ("autograder.judge", 6, DEFAULT_TIMEOUT), \
+        f"(module, argument count, timeout) with the judge's defaults: got {actual}, command {call['command']}"
+
+
+def test_grade_one_otter_runner_grades_the_private_copy_too(private_submission, dummy_zip, tmp_path, monkeypatch):
+    fake = FakeRun(OTTER_RESULTS)
+    monkeypatch.setattr(grade_module.subprocess, "run", fake)
+    out = tmp_path / "out"
+    grade_one(dummy_zip, private_submission, out, runner="otter", timeout=300)
+    (call,) = fake.calls
+    shown = " ".join(call["command"])
+    assert PRIVATE_FOLDER not in shown and PRIVATE_NAME not in shown, f"otter run got the original path: {shown}"
+    assert call["timeout"] == 300.0, f"otter run's timeout: {call['timeout']}"
+    assert results_of(out / "results.json") == OTTER_RESULTS, "otter run's results.json should land in the out dir"
+
+
+def test_a_failure_reason_names_the_original_file_not_the_copy(private_submission, dummy_zip, tmp_path, monkeypatch):
+    fake = FakeRun(failure_results("staged-submission.ipynb is empty."))
+    monkeypatch.setattr(grade_module.subprocess, "run", fake)
+    result = grade_one(dummy_zip, private_submission, tmp_path / "out")
+    expected = f"This submission could not be graded: {PRIVATE_NAME}.ipynb is empty."
+    assert result.error == expected, f"expected {expected!r}, got {result.error!r}"
+    assert results_of(result.results_path)["output"] == expected, "results.json should name the original file"
+
+
+def test_a_submission_that_cannot_be_copied_gets_a_results_file(private_submission, dummy_zip, tmp_path, monkeypatch):
+    def refuse(submission, folder):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(grade_module, "stage_submission", refuse)
+    result = grade_one(dummy_zip, private_submission, tmp_path / "out")
+    expected = f"{private_submission} could not be copied for grading (Permission denied)."
+    assert result.error == expected, f"expected {expected!r}, got {result.error!r}"
+    assert_failure_results(results_of(result.results_path), "could not be copied for grading")
+
+
+def test_a_symbolic_link_is_staged_as_a_link(tmp_path, dummy_zip, monkeypatch):
+    target = tmp_path / "solution.ipynb"
+    target.write_text("{}")
+    link = tmp_path / "hw.ipynb"
+    link.symlink_to(target)
+    fake = FakeRun(failure_results("staged-submission.ipynb is a symbolic link, not a file"))
+    monkeypatch.setattr(grade_module.subprocess, "run", fake)
+    grade_one(dummy_zip, link, tmp_path / "out")
+    (call,) = fake.calls
+    assert call["staged_is_link"], "a symbolic link must reach the judge as a link, which it refuses, not as its target"
+
+
+# ---------------------------------------------------------------- limits and the private copy, through the real judge
+
+
+TINY_TEST = '''from otter.test_files import test_case
+
+OK_FORMAT = False
+
+name = "q1"
+points = 1
+
+@test_case(points=1, hidden=True)
+def test_q1_hidden(answer):
+    assert answer == 42, "`answer` should be 42"
+'''
+
+
+@pytest.fixture
+def tiny_zip(tmp_path) -> Path:
+    """An autograder zip with one hidden test (``answer == 42``), no support files: grading costs seconds."""
+    path = tmp_path / "tiny-autograder.zip"
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr("otter_config.json", json.dumps({"show_hidden": True, "lang": "python"}))
+        z.writestr("tests/q1.py", TINY_TEST)
+    return path
+
+
+def notebook(path: Path, *sources: str) -> Path:
+    import nbformat
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(s) for s in sources])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, path)
+    return path
+
+
+@pytest.mark.grading
+def test_a_tiny_cell_limit_reaches_the_judge(tiny_zip, tmp_path):
+    submission = notebook(tmp_path / "slow.ipynb", "answer = 42", "import time\ntime.sleep(120)", "after = 1")
+    result = grade_one(tiny_zip, submission, tmp_path / "out", limits={"cell_seconds": 2, "deadline": 90})
+    results = results_of(result.results_path)
+    assert result.scores == {"q1": (1.0, 1.0)}, f"the cells before the slow one still count: {result.scores}, {results}"
+    expected = "Code cell 2 interrupted after 2 seconds; grading went on without it."
+    assert expected in results["output"], f"the results should name the 2-second cell limit: {results['output']!r}"
+
+
+@pytest.mark.grading
+def test_the_student_process_never_sees_the_original_path(tiny_zip, tmp_path):
+    report_dir = Path(tempfile.mkdtemp(prefix="staging-report-"))
+    report_dir.chmod(0o777)  # the student process may run as another user (nobody)
+    report = report_dir / "report.json"
+    probe = f'''import json, os
+seen = {{"cwd": os.getcwd(), "files": sorted(os.listdir(".")), "env": dict(os.environ)}}
+with open(f"/proc/{{os.getppid()}}/cmdline", "rb") as f:
+    seen["parent"] = f.read().decode(errors="replace").replace("\\0", " ")
+with open({str(report)!r}, "w") as f:
+    json.dump(seen, f)
+answer = 42'''
+    submission = notebook(tmp_path / "downloads" / PRIVATE_FOLDER / f"{PRIVATE_NAME}.ipynb", probe)
+    try:
+        result = grade_one(tiny_zip, submission, tmp_path / "out" / PRIVATE_NAME)
+        assert report.is_file(), f"the probe cell did not run: {results_of(result.results_path)}"
+        seen = json.loads(report.read_text())
+    finally:
+        shutil.rmtree(report_dir, ignore_errors=True)
+    assert result.scores == {"q1": (1.0, 1.0)}, f"the probe notebook should be graded: {result.scores}"
+    assert "autograder.judge" in seen["parent"] and "staged-submission.ipynb" in seen["parent"], \
+        f"the probe should see the judge's command line (the private copy): {seen['parent']!r}"
+    shown = json.dumps(seen)
+    for private in (PRIVATE_FOLDER, PRIVATE_NAME):
+        assert private not in shown, f"the student process can see {private!r}: {shown}"

@@ -5,10 +5,10 @@ builds the assignment once (tests not run), writes every hostile submission,
 and grades them all in one batch, two at a time, with short judge limits so
 that the loops, the memory bomb and the crashes cost seconds, not minutes.
 
-``autograder.grade.grade_many`` has no way to pass the judge's limits (it runs
-``python -m autograder.judge`` with the defaults: 60 s per cell, 540 s per
-run), so this module calls :func:`autograder.judge.grade_submission` directly,
-in a pool of two worker processes (spawned, one submission at a time each, as
+The fixtures need limits of their own (``Hostile.limits``), where
+``autograder.grade.grade_many`` applies one set to a whole batch, so this
+module calls :func:`autograder.judge.grade_submission` directly, in a pool of
+two worker processes (spawned, one submission at a time each, as
 ``grade_many(jobs=2)`` would run two ``autograder.judge`` processes). The
 worker processes are reused across submissions, so the reference answers are
 computed once per worker instead of once per submission. The determinism test

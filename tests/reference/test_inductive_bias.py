@@ -463,10 +463,19 @@ def circulant_design(X):
     return np.concatenate([x[_RR, _CC].reshape(256, 256) for x in X])
 
 
+#: Pixel-like values: 0 or at least 1e-3 in size (crops are images in [0, 1],
+#: quantised far coarser than 1e-3). Hypothesis also mixes in constants it
+#: finds in the loaded modules, so without the floor a draw such as every
+#: pixel 1e-165 (its squared Fourier magnitudes underflow to 0) can appear
+#: in one run order and not another; such crops are outside what `fit` is for.
+_PIXEL = st.one_of(st.just(0.0), st.floats(1e-3, 1, width=64))
+_TARGET = st.one_of(st.just(0.0), st.floats(1e-3, 1, width=64), st.floats(-1, -1e-3, width=64))
+
+
 @settings(derandomize=True, database=None, max_examples=60, deadline=None)
 @given(st.integers(1, 3).flatmap(lambda n: st.tuples(
-    arrays(np.float64, (n, 16, 16), elements=st.floats(0, 1, width=64)),
-    arrays(np.float64, (n, 16, 16), elements=st.floats(-1, 1, width=64)))))
+    arrays(np.float64, (n, 16, 16), elements=_PIXEL),
+    arrays(np.float64, (n, 16, 16), elements=_TARGET))))
 def test_fourier_solution_agrees_with_explicit_circulant_lstsq(xy):
     X, Y = xy
     sv = np.sqrt((np.abs(np.fft.fft2(X)) ** 2).sum(0))  # singular values of the design

@@ -1,0 +1,618 @@
+"""Errors carried forward, abused: degenerate earlier answers must not make later answers trivial.
+
+Several checks grade a later question on the student's own earlier result
+(errors carried forward), so one mistake costs one question. A hostile
+submission can pick an earlier result that makes every later answer trivial
+(all-zero weights, a neighbourhood of zeros, a relative error that is always
+0) and keep the later points with answers that test nothing. Each test here
+is such a submission, fed to the check functions directly (no notebook): the
+later checks must fail. Each has a control: the same answers pass when the
+guard is switched off (so the failure comes from the guard), or a sensible
+wrong earlier result is still carried forward.
+
+The ``where_mlps_fail`` edges case (q3) is in ``test_where_mlps_fail_checks.py``
+and, end to end, in the hostile catalogue (``degenerate_edges``, ``epsilon_edges``).
+"""
+
+from __future__ import annotations
+
+import copy
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from tests.checks.common import failures  # noqa: E402
+
+
+# ---------------------------------------------------------------- telling_things_apart: the trained network
+
+
+@pytest.fixture(scope="module")
+def tta():
+    from autograder.checks import telling_things_apart as checks
+    from reference import telling_things_apart as ref
+
+    return checks, ref
+
+
+def _zeroed(ref) -> torch.nn.Module:
+    net = ref.mlp()
+    with torch.no_grad():
+        for p in net.parameters():
+            p.zero_()
+    return net.eval()
+
+
+def _tta_later_checks(checks, ref, net, values, saliency, fgsm) -> dict:
+    """q6, q7, q8 with ``net`` as the student's model and ``values`` as the student's answers."""
+    weights = net.state_dict()
+    return {
+        "q6": lambda: checks.check_q6(saliency, values["evidence"], values["evidence_class"], net, weights, ref.mlp),
+        "q7": lambda: checks.check_q7(values["units"], values["drivers"], values["confusion"],
+                                      values["most_confused"], net, weights),
+        "q8": lambda: checks.check_q8(fgsm, values["confident"], values["flip_rate"], values["adversarial_l2"], net,
+                                      weights, ref.mlp),
+    }
+
+
+def test_tta_all_zero_weights_are_not_carried_forward(tta, monkeypatch):
+    checks, ref = tta
+    net = _zeroed(ref)
+    values = ref.model_values(copy.deepcopy(net))  # the answers the zero network gives: zero saliency, no confident digit
+
+    def saliency(model, image):
+        return torch.zeros(28, 28)
+
+    def fgsm(model, image, label, epsilon):
+        return image.clone()  # a network with zero weights has a zero gradient: nothing moves
+
+    actual = failures(_tta_later_checks(checks, ref, net, values, saliency, fgsm))
+    passed = [q for q, message in actual.items() if message is None]
+    assert passed == [], f"answers built on an all-zero network should not pass {passed}: {actual}"
+    expected_names = {"q6": "`saliency(", "q7": "`units`", "q8": "`fgsm`"}
+    for q, part in expected_names.items():
+        assert part in actual[q], f"the {q} message should name {part}: {actual[q]!r}"
+    # control: without the guard, the same trivial answers keep every question
+    monkeypatch.setattr(checks, "MIN_CARRIED_ACCURACY", 0.0)
+    monkeypatch.setattr(checks, "MIN_RESPONSIVE_DIGITS", 0)  # no confident digit either
+    unguarded = failures(_tta_later_checks(checks, ref, net, values, saliency, fgsm))
+    assert unguarded == {"q6": None, "q7": None, "q8": None}, \
+        f"control: the zero network's own answers are self-consistent without the guard: {unguarded}"
+
+
+def test_tta_a_sensibly_trained_network_is_still_carried_forward(tta):
+    checks, ref = tta
+    net = ref.reference_model()
+    with torch.no_grad():
+        net[-1].bias.add_(torch.linspace(-0.5, 0.5, 10))  # another network, still far above chance
+    weights = net.state_dict()
+    assert checks._student_net(net, weights) is not None, "a network well above chance should be carried forward"
+    own = ref.model_values(copy.deepcopy(net))
+    reference = ref.model_values(ref.reference_model())
+    assert not torch.equal(own["confusion"], reference["confusion"]), "precondition: the two networks differ"
+    actual = failures({
+        "own": lambda: checks.check_q7(own["units"], own["drivers"], own["confusion"], own["most_confused"], net,
+                                       weights),
+        "reference": lambda: checks.check_q7(reference["units"], reference["drivers"], reference["confusion"],
+                                             reference["most_confused"], net, weights),
+    })
+    assert actual["own"] is None, f"q7 should grade the student's own network: {actual['own']!r}"
+    assert actual["reference"] is not None, "the reference network's answers should not pass for another network"
+
+
+@pytest.mark.parametrize("scale", [1e4, 1e-4])
+def test_tta_a_saturated_or_flattened_softmax_does_not_make_q8_trivial(tta, monkeypatch, scale):
+    """The last layer times 1e4 (or 1e-4) keeps every accuracy, so q4, but leaves FGSM nothing to test.
+
+    Times 1e4 the cross-entropy's gradient is exactly zero on every confident
+    digit (the reference FGSM moves nothing); times 1e-4 no digit is above
+    0.9. Either way an ``fgsm`` that returns the image unchanged, with flip
+    rate 0 and length 0, was self-consistent.
+    """
+    checks, ref = tta
+    net = ref.reference_model()
+    with torch.no_grad():
+        net[-1].weight.mul_(scale)
+        net[-1].bias.mul_(scale)
+    values = ref.model_values(copy.deepcopy(net))
+    assert values["flip_rate"] == 0.0 and values["adversarial_l2"] == 0.0, \
+        f"precondition: the reference FGSM moves nothing on this network: {values['flip_rate']}, {values['adversarial_l2']}"
+    assert abs(ref.accuracy(net, *ref.load_split()[2:]) - ref.accuracy(ref.reference_model(), *ref.load_split()[2:])) \
+        < 1e-3, "precondition: scaling the last layer keeps the accuracy (and so q4)"
+
+    def fgsm(model, image, label, epsilon):
+        return image.clone()  # no step at all
+
+    weights = net.state_dict()
+    q8 = lambda: checks.check_q8(fgsm, values["confident"], values["flip_rate"], values["adversarial_l2"], net,  # noqa: E731
+                                 weights, ref.mlp)
+    actual = failures({"q8": q8})["q8"]
+    assert actual is not None and "`fgsm`" in actual, f"a no-op fgsm on a scaled network should fail q8: {actual!r}"
+    # control: without the guard the same answers keep q8
+    monkeypatch.setattr(checks, "MIN_RESPONSIVE_DIGITS", 0)
+    assert failures({"q8": q8})["q8"] is None, "control: without the guard the scaled network's answers pass q8"
+
+
+@pytest.mark.parametrize("poison", ["nan", "inf"])
+def test_tta_non_finite_weights_are_not_carried_forward(tta, poison):
+    checks, ref = tta
+    net = ref.reference_model()
+    weights = {k: v.clone() for k, v in net.state_dict().items()}
+    first = next(iter(weights))
+    weights[first][0, 0] = float(poison)
+    actual = checks._student_net(net, weights)
+    assert actual is None, f"weights holding {poison} should not be carried forward"
+
+
+# ---------------------------------------------------------------- inductive_bias: neigh, targets, the pipeline
+
+
+@pytest.fixture(scope="module")
+def ib():
+    from autograder.checks import inductive_bias as checks
+    from reference import inductive_bias as ref
+
+    return checks, ref
+
+
+def call_with_arrays(func, *args):
+    """The notebook's adapter (``ib_support.call_with_arrays``), in this process."""
+    converted = [np.random.default_rng(int(a["rng_seed"])) if isinstance(a, dict) and set(a) == {"rng_seed"}
+                 else np.asarray(a) if isinstance(a, torch.Tensor) else a for a in args]
+    result = func(*converted)
+    return result.item() if isinstance(result, np.generic) else result
+
+
+def _zero_neigh(x):
+    return np.zeros((len(x), 256, 25))
+
+
+def _pixel_25_times(x):
+    return np.repeat(x.reshape(len(x), 256, 1), 25, axis=2)
+
+
+def _padded_neigh(x):
+    """The catalogue's ``zero_padding`` mistake: zeros outside the crop instead of wrap-around."""
+    xp = np.pad(x, ((0, 0), (2, 2), (2, 2)))
+    offsets = [(a, b) for a in range(-2, 3) for b in range(-2, 3)]
+    return np.stack([xp[:, 2 + a:18 + a, 2 + b:18 + b].reshape(len(x), 256) for a, b in offsets], -1)
+
+
+@pytest.mark.parametrize("neigh", [_zero_neigh, _pixel_25_times], ids=["zeros", "pixel_25_times"])
+def test_ib_a_degenerate_neigh_does_not_make_a_zero_target_pass(ib, neigh):
+    checks, ref = ib
+
+    def zero_target(x):
+        return np.zeros_like(x)
+
+    actual = failures({"q3": lambda: checks.check_q3(ref.edge_kernel(), zero_target, 0.0, neigh, call_with_arrays)})
+    assert actual["q3"] is not None and "`equivariant_target(x)" in actual["q3"], \
+        f"a zero target built on a degenerate neigh should fail q3, naming equivariant_target: {actual}"
+
+
+def test_ib_a_sensible_wrong_neigh_is_still_carried_forward(ib):
+    checks, ref = ib
+    kernel = ref.edge_kernel().ravel()
+
+    def own_target(x):
+        return (_padded_neigh(x) @ kernel).reshape(x.shape)
+
+    x = ref.test_crops()[:50]
+    gap = float(np.abs(own_target(ref.shift_image(x)) - ref.shift_image(own_target(x))).max())
+    assert gap > 1e-3, "precondition: the zero-padded target is not equivariant at the borders"
+    actual = failures({"q3": lambda: checks.check_q3(ref.edge_kernel(), own_target, gap, _padded_neigh,
+                                                     call_with_arrays)})
+    assert actual["q3"] is None, f"q3 should grade the target on the student's own zero-padded neigh: {actual}"
+
+
+def test_ib_a_zero_equivariant_target_does_not_make_a_zero_vignetted_target_pass(ib):
+    checks, ref = ib
+
+    def zero_target(x):
+        return np.zeros_like(x)
+
+    actual = failures({"q4": lambda: checks.check_q4(ref.vignette_gain(), zero_target, 0.0, zero_target,
+                                                     call_with_arrays)})
+    assert actual["q4"] is not None and "`vignetted_target(x)" in actual["q4"], \
+        f"a zero vignetted target built on a zero equivariant target should fail q4: {actual}"
+
+
+def test_ib_a_sensible_wrong_equivariant_target_is_still_carried_forward(ib):
+    checks, ref = ib
+    flipped = ref.edge_kernel()[::-1, ::-1].ravel()  # the catalogue's kernel_flipped mistake (q3)
+
+    def own_equivariant(x):
+        return (ref.neigh(x) @ flipped).reshape(x.shape)
+
+    gain = ref.vignette_gain()
+
+    def own_vignetted(x):
+        return own_equivariant(gain * x)
+
+    x = ref.test_crops()[:50]
+    gap = float(np.abs(own_vignetted(ref.shift_image(x)) - ref.shift_image(own_vignetted(x))).max())
+    actual = failures({"q4": lambda: checks.check_q4(gain, own_vignetted, gap, own_equivariant, call_with_arrays)})
+    assert actual["q4"] is None, f"q4 should grade the vignetted target on the student's own equivariant one: {actual}"
+
+
+def _ib_pipeline(ref, rel_err=None, predict=None):
+    """The reference fit/predict/rel_err/targets as student functions, with ``rel_err`` or ``predict`` replaced."""
+    return {"fit": ref.fit, "predict": predict or ref.predict, "rel_err": rel_err or ref.relative_error,
+            "equivariant_target": ref.equivariant_target, "vignetted_target": ref.vignetted_target}
+
+
+def _ib_q7(checks, ref, sigma, noise_free, funcs):
+    return lambda: checks.check_q7(sigma, noise_free, funcs["fit"], funcs["predict"], funcs["rel_err"],
+                                   funcs["equivariant_target"], funcs["vignetted_target"], call_with_arrays)
+
+
+def test_ib_a_relative_error_that_is_always_zero_is_not_carried_forward(ib):
+    checks, ref = ib
+    funcs = _ib_pipeline(ref, rel_err=lambda y_hat, y: 0.0)
+    zeros = {(t, m): 0.0 for t in ref.TARGETS for m in checks.MODELS}
+    actual = failures({"q7": _ib_q7(checks, ref, ref.noise_sd(), zeros, funcs)})
+    assert actual["q7"] is not None and "`rel_err` is not 0 for a perfect prediction" in actual["q7"], \
+        f"noise-free errors of 0 from a rel_err that is always 0 should fail q7, saying why: {actual}"
+
+
+def test_ib_predictions_that_are_all_zero_are_not_carried_forward(ib):
+    checks, ref = ib
+
+    funcs = _ib_pipeline(ref, predict=lambda model, params, x: np.zeros_like(x))
+    ones = {(t, m): 1.0 for t in ref.TARGETS for m in checks.MODELS}  # what zero predictions score everywhere
+    actual = failures({"q7": _ib_q7(checks, ref, ref.noise_sd(), ones, funcs)})
+    assert actual["q7"] is not None and "`predict('conv', ...)` gives (nearly) zeros" in actual["q7"], \
+        f"noise-free errors of 1 from all-zero predictions should fail q7, saying why: {actual}"
+
+
+def test_ib_a_relative_error_that_is_a_step_is_not_carried_forward(ib):
+    """0 for a perfect prediction, 1 otherwise: passed the perfect/half probes, and made every cell 1."""
+    checks, ref = ib
+    funcs = _ib_pipeline(ref, rel_err=lambda y_hat, y: 0.0 if np.array_equal(y_hat, y) else 1.0)
+    own = checks._Own(call_with_arrays, funcs["fit"], funcs["predict"], funcs["rel_err"],
+                      funcs["equivariant_target"], funcs["vignetted_target"])
+    ones = {(t, m): 1.0 for t in ref.TARGETS for m in checks.MODELS}
+    err = np.ones((2, len(checks.MODELS), len(ref.SIZES), 1))
+    actual = failures({"q7": _ib_q7(checks, ref, ref.noise_sd(), ones, funcs), "q8": _ib_q8(checks, ref, err, funcs)})
+    for q in ("q7", "q8"):
+        assert actual[q] is not None and "`rel_err` does not grow with the error" in actual[q], \
+            f"errors of 1 everywhere from a step rel_err should fail {q}, saying why: {actual}"
+    # control: the step passes the two older probes, so it is the growth probe that refuses it
+    y = ref.equivariant_target(ref.test_crops()[:20])
+    assert own.rel_err(y, y) == 0.0 and own.rel_err(0.5 * y, y) == 1.0, "precondition: the step passes perfect/half"
+
+
+@pytest.mark.parametrize("kind", ["ones", "input"])
+def test_ib_predictions_that_ignore_the_targets_are_not_carried_forward(ib, kind):
+    """A predict giving ones (or the crops themselves): not zeros, but every cell is then a constant."""
+    checks, ref = ib
+    predict = (lambda model, params, x: np.ones_like(x)) if kind == "ones" else (lambda model, params, x: x.copy())
+    funcs = _ib_pipeline(ref, predict=predict)
+    own = checks._Own(call_with_arrays, funcs["fit"], funcs["predict"], funcs["rel_err"],
+                      funcs["equivariant_target"], funcs["vignetted_target"])
+    x_pool, x_test = ref.crops(ref.POOL_SIZE, np.random.default_rng(0)), ref.test_crops()
+    noise_free = {(t, m): own.error(m, x_pool, own.target(t, x_pool), own.target(t, x_test))
+                  for t in ref.TARGETS for m in checks.MODELS}
+    actual = failures({"q7": _ib_q7(checks, ref, ref.noise_sd(), noise_free, funcs)})["q7"]
+    assert actual is not None and "does not follow the targets" in actual, \
+        f"noise-free errors from a predict that ignores the targets should fail q7, saying why: {actual!r}"
+
+
+def test_ib_a_sensible_wrong_relative_error_is_still_carried_forward(ib):
+    checks, ref = ib
+
+    def rel_err_by_prediction(y_hat, y):  # the catalogue's q6 mistake
+        return float(((y_hat - y) ** 2).sum() / (y_hat ** 2).sum())
+
+    funcs = _ib_pipeline(ref, rel_err=rel_err_by_prediction)
+    own = checks._Own(call_with_arrays, funcs["fit"], funcs["predict"], funcs["rel_err"], funcs["equivariant_target"],
+                      funcs["vignetted_target"])
+    assert own.degenerate() is None, "a relative error normalised by the prediction is sensible"
+    x_pool, x_test = ref.crops(ref.POOL_SIZE, np.random.default_rng(0)), ref.test_crops()
+    noise_free = {}
+    for t in ref.TARGETS:
+        y_pool, y_test = own.target(t, x_pool), own.target(t, x_test)
+        for m in checks.MODELS:
+            value = own.error(m, x_pool, y_pool, y_test)
+            noise_free[t, m] = 0.0 if value < 1e-15 else value
+    actual = failures({"q7": _ib_q7(checks, ref, ref.noise_sd(), noise_free, funcs)})
+    assert actual["q7"] is None, f"q7 should grade the student's noise-free errors on their own rel_err: {actual}"
+
+
+def _own_curves(checks, ref, funcs, sizes_computed) -> np.ndarray:
+    """Seed 0's learning-curve cells from ``funcs`` as the notebook computes them; 0.5 (made up) at other sizes."""
+    own = checks._Own(call_with_arrays, funcs["fit"], funcs["predict"], funcs["rel_err"],
+                      funcs["equivariant_target"], funcs["vignetted_target"])
+    err = np.full((2, len(checks.MODELS), len(ref.SIZES), 1), 0.5)
+    rng = np.random.default_rng(0)
+    x_tr, x_test = ref.crops(ref.POOL_SIZE, rng), ref.test_crops()
+    noise = ref.noise_sd() * rng.standard_normal(x_tr.shape)
+    for t_i, t in enumerate(ref.TARGETS):
+        y_tr, y_test = own.target(t, x_tr) + noise, own.target(t, x_test)
+        for m_i, m in enumerate(checks.MODELS):
+            for k, n in enumerate(ref.SIZES):
+                if n in sizes_computed:
+                    err[t_i, m_i, k, 0] = own.error(m, x_tr[:n], y_tr[:n], y_test)
+    return err
+
+
+def _ib_q8(checks, ref, err, funcs):
+    return lambda: checks.check_q8(err, err[..., 0], err[..., 0], err[..., 0], funcs["fit"], funcs["predict"],
+                                   funcs["rel_err"], funcs["equivariant_target"], funcs["vignetted_target"],
+                                   ref.noise_sd(), call_with_arrays)
+
+
+def _rel_err_by_prediction(y_hat, y):  # the catalogue's q6 mistake
+    return float(((y_hat - y) ** 2).sum() / (y_hat ** 2).sum())
+
+
+def test_ib_learning_curves_made_up_except_a_few_cells_do_not_pass(ib):
+    """Only the cells the carried-forward check used to recompute (seed 0, n = 4 and 1024) computed, the rest 0.5."""
+    checks, ref = ib
+    for label, funcs in (("the reference's functions", _ib_pipeline(ref)),
+                         ("a sensible wrong rel_err", _ib_pipeline(ref, rel_err=_rel_err_by_prediction))):
+        err = _own_curves(checks, ref, funcs, sizes_computed=(4, 1024))
+        actual = failures({"q8": _ib_q8(checks, ref, err, funcs)})["q8"]
+        assert actual is not None and "`err` has" in actual, \
+            f"learning curves with 32 of 48 cells made up should fail q8 ({label}): {actual!r}"
+
+
+def test_ib_learning_curves_on_a_sensible_wrong_relative_error_are_still_carried_forward(ib):
+    checks, ref = ib
+    funcs = _ib_pipeline(ref, rel_err=_rel_err_by_prediction)
+    err = _own_curves(checks, ref, funcs, sizes_computed=ref.SIZES)
+    actual = failures({"q8": _ib_q8(checks, ref, err, funcs)})["q8"]
+    assert actual is None, f"q8 should grade every cell of seed 0 on the student's own rel_err: {actual!r}"
+
+
+# ---------------------------------------------------------------- when_it_fails: net_weights
+
+
+@pytest.fixture(scope="module")
+def wif():
+    from autograder.checks import when_it_fails as checks
+    from reference import when_it_fails as ref
+
+    return checks, ref
+
+
+def _wif_weights(kind: str) -> list[torch.Tensor]:
+    """The chapter's four tensors: a freshly initialised network, or all zeros (``"zeros"``)."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        layers = [torch.nn.Linear(784, 256), torch.nn.Linear(256, 10)]
+    weights = [t.detach().clone() for layer in layers for t in (layer.weight, layer.bias)]
+    return [torch.zeros_like(w) for w in weights] if kind == "zeros" else weights
+
+
+def _templates(first: torch.Tensor):
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(4, 4)
+    for i, ax in enumerate(axes.flat):
+        limit = max(float(first[i].abs().max()), 1e-3)
+        ax.imshow(first[i].view(28, 28), cmap="coolwarm", vmin=-limit, vmax=limit)
+    return fig
+
+
+def _wif_q5_q6(checks, ref, weights, W1_perm, fig) -> dict:
+    a = ref.answers()
+    perm = a["pixel_perm"]
+    return {
+        "q5": lambda: checks.check_q5(lambda W, P: W @ P.T, torch.eye(784)[perm], W1_perm, True, weights, perm),
+        "q6": lambda: checks.check_q6(fig, weights),
+    }
+
+
+@pytest.mark.parametrize("weights_kind", ["zeros", "missing"])
+def test_wif_unusable_weights_do_not_make_q5_and_q6_trivial(wif, weights_kind):
+    import matplotlib.pyplot as plt
+
+    checks, ref = wif
+    weights = _wif_weights("zeros") if weights_kind == "zeros" else None
+    fig = _templates(torch.zeros(256, 784))  # sixteen flat templates, what all-zero weights give
+    try:
+        actual = failures(_wif_q5_q6(checks, ref, weights, torch.zeros(256, 784), fig))
+    finally:
+        plt.close(fig)
+    expected_start = {"q5": "`W1_perm` cannot be compared with the network",
+                      "q6": "`fig_templates` cannot be compared with the network"}
+    if weights_kind == "missing":
+        expected_start = {"q5": "`net_weights` is not defined", "q6": "`net_weights` is not defined"}
+    for q, start in expected_start.items():
+        assert actual[q] is not None and actual[q].startswith(start), \
+            f"{weights_kind} weights: {q} should fail starting {start!r}, got {actual[q]!r}"
+
+
+def test_wif_the_students_own_weights_are_still_carried_forward(wif):
+    import matplotlib.pyplot as plt
+
+    checks, ref = wif
+    weights = _wif_weights("fresh")  # an untrained network (a broken train_mlp): still the student's own weights
+    perm = ref.answers()["pixel_perm"]
+    fig = _templates(weights[0])
+    try:
+        actual = failures(_wif_q5_q6(checks, ref, weights, weights[0][:, perm].clone(), fig))
+    finally:
+        plt.close(fig)
+    assert actual == {"q5": None, "q6": None}, f"q5 and q6 should grade the student's own weights: {actual}"
+
+
+# ---------------------------------------------------------------- when_it_fails: the data split
+
+
+def _split_of(ref, seed: int) -> dict:
+    split = ref.load_split(seed)
+    return {k: split[k] for k in ("X_tr", "y_tr", "X_val", "y_val", "X_test", "y_test")}
+
+
+def _constant_network(label: int = 0):
+    """All-zero weights and a second bias that always says ``label``: what trains on made-up one-label data."""
+    weights = [torch.zeros(256, 784), torch.zeros(256), torch.zeros(10, 256), torch.zeros(10)]
+    weights[3][label] = 5.0
+
+    def net(X):
+        return torch.nn.functional.linear(torch.relu(torch.nn.functional.linear(X, weights[0], weights[1])),
+                                          weights[2], weights[3])
+
+    return net, weights
+
+
+@pytest.mark.parametrize("made_up", ["all_black_one_label", "labels_shifted", "images_encode_labels"])
+def test_wif_a_made_up_split_is_not_carried_forward(wif, made_up):
+    checks, ref = wif
+    split = _split_of(ref, 1)
+    if made_up == "all_black_one_label":
+        split = {k: torch.zeros_like(v) for k, v in split.items()}
+    elif made_up == "labels_shifted":
+        split["y_val"] = (split["y_val"] + 1) % 10
+    else:
+        for part in ("tr", "val", "test"):
+            X, y = split[f"X_{part}"].clone(), split[f"y_{part}"]
+            X[:, :10] = torch.nn.functional.one_hot(y, 10).float()
+            split[f"X_{part}"] = X
+    used = checks._data(*split.values())
+    reference = ref.answers()
+    actual = all(torch.equal(used[k], reference[k]) for k in split)
+    assert actual, f"{made_up}: a split that is not the files' images with their labels should be replaced"
+
+
+def test_wif_a_split_drawn_another_way_is_still_carried_forward(wif):
+    checks, ref = wif
+    split = _split_of(ref, 1)  # the catalogue's split_seed_ignored: real images, another draw
+    split["X_val"], split["y_val"] = split["X_tr"][:200], split["y_tr"][:200]  # ...and validation inside fitting
+    used = checks._data(*split.values())
+    actual = all(torch.equal(used[k], split[k]) for k in split)
+    assert actual, "a split of the files' images, drawn another way, should be graded on its own data"
+
+
+def test_wif_a_constant_network_on_a_one_label_split_does_not_pass_q2(wif):
+    checks, ref = wif
+    split = {k: torch.zeros_like(v) for k, v in _split_of(ref, 1).items()}
+    net, weights = _constant_network(0)
+
+    def train_mlp(X, y, hidden=256, epochs=30, seed=0):  # no training: a seeded initialisation
+        torch.manual_seed(seed)
+        return torch.nn.Sequential(torch.nn.Linear(784, hidden), torch.nn.ReLU(), torch.nn.Linear(hidden, 10))
+
+    actual = failures({"q2": lambda: checks.check_q2(train_mlp, net, weights, ref.answers()["n_params"], 1.0,
+                                                     *split.values())})
+    assert actual["q2"] is not None and actual["q2"].startswith("`val_acc` is not the accuracy"), \
+        f"a constant network's perfect score on made-up data should not pass q2: {actual}"
+
+
+# ---------------------------------------------------------------- when_it_fails: models never trained
+
+
+@pytest.fixture(scope="module")
+def wif_healthy(wif):
+    """The reference split, the recipe's ``train_mlp`` and the ``net`` it trains: a healthy submission's."""
+    checks, ref = wif
+    a = ref.answers()
+    data = {k: a[k] for k in ("X_tr", "y_tr", "X_val", "y_val", "X_test", "y_test")}
+    with torch.random.fork_rng(devices=[]):
+        net = ref.train_mlp(data["X_tr"], data["y_tr"])
+    return checks, ref, data, net
+
+
+def _lookup(inner, X: torch.Tensor, y: torch.Tensor):
+    """``inner``'s logits, except on the rows of ``X``, where the logits say ``y``: a table, nothing trained."""
+
+    def model(x):
+        out = inner(x).clone()
+        hit = (x[:, None, :] == X[None]).all(-1)
+        found = hit.any(1)
+        out[found] = torch.nn.functional.one_hot(y[hit.float().argmax(1)[found]], 10).float() * 100
+        return out
+
+    return model
+
+
+def test_wif_a_wrapper_that_undoes_the_shuffle_does_not_pass_q4(wif_healthy):
+    checks, ref, data, net = wif_healthy
+    perm = ref.answers()["pixel_perm"]
+    inverse = torch.argsort(perm)
+
+    def unshuffle(x):  # `net` behind the inverse shuffle: scores what `net` scores, nothing retrained
+        return net(x[:, inverse])
+
+    with torch.no_grad():
+        acc = (unshuffle(data["X_val"][:, perm]).argmax(1) == data["y_val"]).float().mean().item()
+    with torch.random.fork_rng(devices=[]):
+        honest = ref.train_mlp(data["X_tr"][:, perm], data["y_tr"])
+    with torch.no_grad():
+        honest_acc = (honest(data["X_val"][:, perm]).argmax(1) == data["y_val"]).float().mean().item()
+    actual = failures({
+        "wrapper": lambda: checks.check_q4(perm, unshuffle, acc, ref.train_mlp, net, *data.values()),
+        "retrained": lambda: checks.check_q4(perm, honest, honest_acc, ref.train_mlp, net, *data.values()),
+    })
+    assert actual["wrapper"] is not None and actual["wrapper"].startswith("`net_shuffled` is not the network"), \
+        f"a wrapper undoing the shuffle in front of a healthy `net` should fail q4: {actual['wrapper']!r}"
+    assert actual["retrained"] is None, f"the network retrained on shuffled pixels should pass q4: {actual['retrained']!r}"
+
+
+def test_wif_a_lookup_table_of_random_labels_does_not_pass_q11(wif_healthy):
+    checks, ref, data, net = wif_healthy
+    y_random = data["y_tr"][torch.randperm(1000, generator=torch.Generator().manual_seed(0))]
+    noise = _lookup(lambda x: torch.randn(len(x), 10, generator=torch.Generator().manual_seed(1)), data["X_tr"], y_random)
+    with torch.no_grad():
+        train = (noise(data["X_tr"]).argmax(1) == y_random).float().mean().item()
+        held_out = (noise(data["X_val"]).argmax(1) == data["y_val"]).float().mean().item()
+    assert train == 1.0 and held_out < checks.MEMO_MAX_VAL, f"the table should sit inside q11's bands: {train}, {held_out}"
+    actual = failures({"q11": lambda: checks.check_q11(y_random, noise, train, held_out, ref.train_mlp, net,
+                                                       *data.values())})["q11"]
+    assert actual is not None and actual.startswith("`net_memo` is not the network"), \
+        f"a lookup table of the random labels should fail q11: {actual!r}"
+
+
+def test_wif_a_made_up_sweep_does_not_pass_q7(wif_healthy):
+    checks, ref, data, net = wif_healthy
+    with torch.no_grad():
+        plain = 1 - (net(data["X_val"]).argmax(1) == data["y_val"]).float().mean().item()
+    # the chapter's shape (falls from width 2, flat at the end, ends at net's error), nothing trained
+    made_up = {300: [0.8, 0.6, 0.45, 0.35, 0.3, 0.3], 1000: [0.75, 0.5, 0.35, 0.3, plain, plain]}
+    actual = failures({"q7": lambda: checks.check_q7(list(ref.WIDTHS), made_up, ref.train_mlp, net,
+                                                     *data.values())})["q7"]
+    assert actual is not None and actual.startswith("`sweep_errors[300][0]` is not the validation error"), \
+        f"a made-up sweep with the chapter's shape should fail q7: {actual!r}"
+
+
+
+def _own_seed(checks, ref, funcs, seed: int) -> np.ndarray:
+    """Every learning-curve cell of ``seed`` from ``funcs``, as the notebook computes them: shape (2, 4, 6, 1)."""
+    own = checks._Own(call_with_arrays, funcs["fit"], funcs["predict"], funcs["rel_err"],
+                      funcs["equivariant_target"], funcs["vignetted_target"])
+    err = np.empty((2, len(checks.MODELS), len(ref.SIZES), 1))
+    rng = np.random.default_rng(seed)
+    x_tr, x_test = ref.crops(ref.POOL_SIZE, rng), ref.test_crops()
+    noise = ref.noise_sd() * rng.standard_normal(x_tr.shape)
+    for t_i, t in enumerate(ref.TARGETS):
+        y_tr, y_test = own.target(t, x_tr) + noise, own.target(t, x_test)
+        for m_i, m in enumerate(checks.MODELS):
+            for k, n in enumerate(ref.SIZES):
+                err[t_i, m_i, k, 0] = own.error(m, x_tr[:n], y_tr[:n], y_test)
+    return err
+
+
+def test_ib_carried_forward_learning_curves_are_checked_on_every_seed(ib):
+    """Seed 0 on a sensible wrong rel_err (carried forward), seed 1 a copy of it (a loop over seeds that reuses
+    seed 0's draw): the reference's functions fail it, and carried forward it must fail too; seed 1 computed passes."""
+    checks, ref = ib
+    funcs = _ib_pipeline(ref, rel_err=_rel_err_by_prediction)
+    seed0, seed1 = _own_seed(checks, ref, funcs, 0), _own_seed(checks, ref, funcs, 1)
+
+    def q8(err):
+        return lambda: checks.check_q8(err, np.median(err, axis=-1), err.min(axis=-1), err.max(axis=-1), funcs["fit"],
+                                       funcs["predict"], funcs["rel_err"], funcs["equivariant_target"],
+                                       funcs["vignetted_target"], ref.noise_sd(), call_with_arrays)
+
+    actual = failures({"repeated": q8(np.concatenate([seed0, seed0], axis=-1)),
+                       "computed": q8(np.concatenate([seed0, seed1], axis=-1))})
+    assert actual["repeated"] is not None and "e.g. seed 1," in actual["repeated"], \
+        f"learning curves whose seed 1 repeats seed 0 should fail q8 at seed 1: {actual['repeated']!r}"
+    assert actual["computed"] is None, f"two seeds computed on the student's own rel_err should pass q8: {actual}"
