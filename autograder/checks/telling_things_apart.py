@@ -149,13 +149,9 @@ def _answers() -> dict[str, Any]:
     return _reference().answers()
 
 
-def _as_tuple(name: str, value: Any, length: int) -> tuple:
-    expect_sequence(name, value, length)
-    return tuple(value)
-
 
 def _int_pair(name: str, value: Any) -> tuple[int, int]:
-    pair = _as_tuple(name, value, 2)
+    pair = tuple(expect_sequence(name, value, 2))
     return tuple(expect_int(f"{name}[{i}]", v) for i, v in enumerate(pair))
 
 
@@ -353,7 +349,7 @@ def check_q1(n_train, n_test, test_counts, pixel_215, pixel_243, points, chapter
     if not torch.equal(points.detach(), a["points"]):
         raise CheckFailure("`points` has the right shape and dtype, but its values are not the 8,000 training "
                            "digits read row by row (pixel (r, c) at position 28 * r + c).")
-    triple = _as_tuple("chapter_digit", chapter_digit, 3)
+    triple = tuple(expect_sequence("chapter_digit", chapter_digit, 3))
     values = tuple(expect_int(f"chapter_digit[{i}]", v) for i, v in enumerate(triple))
     for i, what in ((0, "index in the training set"), (1, "label"), (2, "position in the list")):
         if values[i] != a["chapter_digit"][i]:

@@ -68,15 +68,10 @@ def _answers() -> dict[str, Any]:
 
 # ---------------------------------------------------------------- value kinds
 
-def _as_tuple(name: str, value: Any, length: int) -> tuple:
-    """A list or tuple (``torch.Size`` included) of ``length`` items, as a tuple."""
-    expect_sequence(name, value, length)
-    return tuple(value)
-
 
 def check_shape(name: str, value: Any, expected: tuple[int, ...]) -> None:
     """A shape: ``torch.Size`` or a tuple/list of ints, equal to ``expected``."""
-    actual = _as_tuple(name, value, len(expected))
+    actual = tuple(expect_sequence(name, value, len(expected)))
     sizes = tuple(expect_int(f"{name}[{i}]", v) for i, v in enumerate(actual))
     if sizes != tuple(expected):
         raise CheckFailure(f"`{name}` has {len(expected)} dimensions, but the wrong sizes.")
@@ -91,9 +86,9 @@ def check_class_name(name: str, value: Any, expected: str) -> None:
 
 def check_peak_value(name: str, value: Any, expected: tuple) -> None:
     """A peak: ``((row, col), largest, (row, col), smallest)``; values within ``ROUNDED_TOL``."""
-    actual = _as_tuple(name, value, 4)
+    actual = tuple(expect_sequence(name, value, 4))
     for i, part in ((0, "largest entry's"), (2, "smallest entry's")):
-        position = _as_tuple(f"{name}[{i}]", actual[i], 2)
+        position = tuple(expect_sequence(f"{name}[{i}]", actual[i], 2))
         if tuple(int(expect_int(f"{name}[{i}][{j}]", p)) for j, p in enumerate(position)) != tuple(expected[i]):
             raise CheckFailure(f"`{name}`: the {part} (row, column) is wrong.")
     for i, part in ((1, "largest value"), (3, "smallest value")):
@@ -106,7 +101,7 @@ def check_class_probabilities(name: str, value: Any, expected: list[tuple[str, f
     """A list of ``(class name, probability)`` pairs, one per shift."""
     actual = expect_sequence(name, value, len(expected))
     for i, (item, (cls, prob)) in enumerate(zip(actual, expected)):
-        pair = _as_tuple(f"{name}[{i}]", item, 2)
+        pair = tuple(expect_sequence(f"{name}[{i}]", item, 2))
         check_class_name(f"{name}[{i}][0]", pair[0], cls)
         p = expect_number(f"{name}[{i}][1]", pair[1])
         if not 0.0 <= p <= 1.0:
@@ -128,8 +123,8 @@ def check_q1_1(weight_shape, bias_shape, true_class, predicted_class, trouser_lo
     check_class_name("predicted_class", predicted_class, a["predicted_class"])
     for name, value in (("trouser_logit_by_hand", trouser_logit_by_hand), ("trouser_logit", trouser_logit)):
         expect_number(name, value, a[name], abs_tol=LOGIT_TOL)
-    pair = _as_tuple("trouser_weight_peak", trouser_weight_peak, 2)
-    position = _as_tuple("trouser_weight_peak[0]", pair[0], 2)
+    pair = tuple(expect_sequence("trouser_weight_peak", trouser_weight_peak, 2))
+    position = tuple(expect_sequence("trouser_weight_peak[0]", pair[0], 2))
     if tuple(expect_int(f"trouser_weight_peak[0][{i}]", p) for i, p in enumerate(position)) != tuple(a["trouser_weight_peak"][0]):
         raise CheckFailure("`trouser_weight_peak`: the (row, column) of the largest Trouser weight is wrong.")
     expect_number("trouser_weight_peak[1]", pair[1], a["trouser_weight_peak"][1], abs_tol=ROUNDED_TOL)
@@ -251,7 +246,7 @@ def check_q2_1(sneaker_moved, class_accuracy, sneaker_landing) -> None:
     for cls, (before, after) in a["class_accuracy"].items():
         if cls not in class_accuracy:
             raise CheckFailure(f"`class_accuracy` has no entry for {cls!r}.")
-        pair = _as_tuple(f"class_accuracy[{cls!r}]", class_accuracy[cls], 2)
+        pair = tuple(expect_sequence(f"class_accuracy[{cls!r}]", class_accuracy[cls], 2))
         expect_number(f"class_accuracy[{cls!r}][0]", pair[0], before, abs_tol=PROBABILITY_TOL)
         expect_number(f"class_accuracy[{cls!r}][1]", pair[1], after, abs_tol=PROBABILITY_TOL)
     expected_landing = a["sneaker_landing"]
@@ -271,7 +266,7 @@ def check_q2_2(conv_parameters, maps_shape) -> None:
         raise CheckFailure(f"`conv_parameters` should have the keys {sorted(expected)}, "
                            f"but it has {sorted(map(str, conv_parameters))}.")
     for key, (shape, count) in expected.items():
-        pair = _as_tuple(f"conv_parameters[{key!r}]", conv_parameters[key], 2)
+        pair = tuple(expect_sequence(f"conv_parameters[{key!r}]", conv_parameters[key], 2))
         check_shape(f"conv_parameters[{key!r}][0]", pair[0], shape)
         expect_int(f"conv_parameters[{key!r}][1]", pair[1], count)
     check_shape("maps_shape", maps_shape, _answers()["maps_shape"])
@@ -318,7 +313,7 @@ def check_q2_4(down_rows_both_hold, down_whole_height, sneaker_edge_rows_lit) ->
     a = _answers()
     expect_bool("down_rows_both_hold", down_rows_both_hold, a["down_rows_both_hold"])
     expect_bool("down_whole_height", down_whole_height, a["down_whole_height"])
-    pair = _as_tuple("sneaker_edge_rows_lit", sneaker_edge_rows_lit, 2)
+    pair = tuple(expect_sequence("sneaker_edge_rows_lit", sneaker_edge_rows_lit, 2))
     for i, expected in enumerate(a["sneaker_edge_rows_lit"]):
         expect_bool(f"sneaker_edge_rows_lit[{i}]", pair[i], expected)
 
@@ -329,7 +324,7 @@ def check_q2_5(cost_table) -> None:
     rows = expect_sequence("cost_table", cost_table, len(expected))
     columns = ("side", "first-layer weights", "convolution parameters", "convolution multiplications")
     for i, (row, want) in enumerate(zip(rows, expected)):
-        actual = _as_tuple(f"cost_table[{i}]", row, 4)
+        actual = tuple(expect_sequence(f"cost_table[{i}]", row, 4))
         for j, (value, target) in enumerate(zip(actual, want)):
             expect_int(f"cost_table[{i}][{j}]", value)
             if int(value) != target:
@@ -496,7 +491,7 @@ def check_q3_5(flat_edges, absolute_sums, x, vertical, horizontal) -> None:
     expected = F.conv2d(x, horizontal)
     expect_tensor("flat_edges", flat_edges, shape=expected.shape, dtype=torch.float32)
     expect_close("flat_edges", flat_edges, expected, rtol=1e-5, atol=1e-5)
-    sums = _as_tuple("absolute_sums", absolute_sums, 2)
+    sums = tuple(expect_sequence("absolute_sums", absolute_sums, 2))
     for i, m in enumerate((F.conv2d(x, vertical), expected)):
         # two decimals printed; a float32 sum over 676 entries differs by
         # far less than 0.01 between summation orders
@@ -551,7 +546,7 @@ def check_q5(counts, total_count, model_counts, row_shape, changed, at_272, at_2
     for i, (value, expected) in enumerate(zip(actual, a["counts"])):
         expect_int(f"counts[{i}]", value, expected)
     expect_int("total_count", total_count, a["total_count"])
-    pair = _as_tuple("model_counts", model_counts, 2)
+    pair = tuple(expect_sequence("model_counts", model_counts, 2))
     for i, expected in enumerate(a["model_counts"]):
         expect_int(f"model_counts[{i}]", pair[i], expected)
     check_shape("row_shape", row_shape, a["row_shape"])
