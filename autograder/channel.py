@@ -7,7 +7,10 @@ and the standard containers. Values that are not data (functions, models,
 figures, anything else) cross as tagged descriptions: a callable becomes a
 *handle* the judge can call back through the student process, a matplotlib
 figure becomes its Axes' image arrays and colour limits, anything else only
-its type name.
+its type name. A callable that is a ``torch.nn.Module`` also sends copies of
+its parameters (``Module.parameters()``, in order), so the judge can evaluate
+a student's network in its own copy of the architecture instead of trusting
+the network's forward pass (:class:`Handle`).
 
 This module is imported by the student process, so it must not import the
 references or the checks.
@@ -39,6 +42,12 @@ MAX_PICKLE = 4 * 1024 * 1024
 MAX_NODES = 1_000_000
 #: Most Axes a figure may have, and images in one Axes, to be rebuilt by the judge.
 MAX_AXES = 64
+#: Most numbers (summed over its parameter tensors) a student's ``nn.Module``
+#: may hold for its parameters to cross with it: the largest network an
+#: assignment asks for has about 0.4 million; 4 million float32 are 16 MB.
+MAX_PARAMETERS = 4_000_000
+#: Most parameter tensors a student's ``nn.Module`` may have for them to cross.
+MAX_PARAMETER_TENSORS = 64
 
 KIND = "__kind__"
 
@@ -147,9 +156,24 @@ def encode(value: Any, handles: dict[int, Any], depth: int = 0) -> Any:
         return figure
     if callable(value) and not isinstance(value, type):
         handles[id(value)] = value
-        return {KIND: "callable", "handle": id(value), "type": type(value).__name__,
-                "name": getattr(value, "__name__", type(value).__name__)}
+        entry = {KIND: "callable", "handle": id(value), "type": type(value).__name__,
+                 "name": getattr(value, "__name__", type(value).__name__)}
+        if isinstance(value, torch.nn.Module):
+            entry["module"] = True
+            entry["parameters"] = _module_parameters(value)
+        return entry
     return {KIND: "opaque", "type": type(value).__name__}
+
+
+def _module_parameters(module: torch.nn.Module) -> list[torch.Tensor] | None:
+    """Detached copies of ``module``'s parameters in ``parameters()`` order, or ``None`` when too many or unreadable."""
+    try:
+        params = list(torch.nn.Module.parameters(module))
+        if len(params) > MAX_PARAMETER_TENSORS or sum(p.numel() for p in params) > MAX_PARAMETERS:
+            return None
+        return [p.detach().clone() for p in params]
+    except Exception:  # noqa: BLE001 - a student's module may fail anywhere
+        return None
 
 
 def _encode_figure(value: Any) -> dict | None:
@@ -183,12 +207,42 @@ class Opaque:
         return f"<{self.type_name}>"
 
 
+class Handle:
+    """The judge's view of a student's callable, which lives in the student process.
+
+    Attributes:
+        type_name: the callable's type name, as the student process reported it.
+        key: which student object it is (the same object read twice has the same key).
+        is_module: whether the student process reported a ``torch.nn.Module``.
+        parameters: for a ``torch.nn.Module``, copies of its parameter tensors
+            in ``parameters()`` order, taken when the value crossed; ``None``
+            for anything else (or a module with more than
+            :data:`MAX_PARAMETERS` numbers). They are the student's claim of
+            what the network holds: a check that rebuilds the network from them
+            grades the weights, whatever the student's ``forward`` does.
+    """
+
+    type_name: str = ""
+    key: tuple = ()
+    is_module: bool = False
+    parameters: tuple[torch.Tensor, ...] | None = None
+
+
+def _parameters_sent(value: Any) -> tuple[torch.Tensor, ...] | None:
+    if isinstance(value, list) and len(value) <= MAX_PARAMETER_TENSORS and all(
+            isinstance(p, torch.Tensor) for p in value) and sum(p.numel() for p in value) <= MAX_PARAMETERS:
+        return tuple(value)
+    return None
+
+
 class TooComplex(ValueError):
     """A value nested deeper than :data:`MAX_DEPTH` or holding more than :data:`MAX_NODES` items."""
 
 
 def decode(value: Any, call: Any, _budget: list[int] | None = None, _depth: int = 0) -> Any:
-    """Rebuild a value on the judge's side; ``call(handle, name)`` makes a remote callable.
+    """Rebuild a value on the judge's side; ``call(handle, name, type_name)`` makes a remote callable.
+
+    A callable's :class:`Handle` gets the parameters a module sent with it.
 
     Raises:
         TooComplex: deeper than :data:`MAX_DEPTH` containers, or more than
@@ -230,7 +284,12 @@ def decode(value: Any, call: Any, _budget: list[int] | None = None, _depth: int 
         if kind == "figure":
             return _rebuild_figure(value)
         if kind == "callable":
-            return call(int(value["handle"]), str(value.get("name", "function"))[:200], str(value.get("type", ""))[:200])
+            handle = call(int(value["handle"]), str(value.get("name", "function"))[:200],
+                          str(value.get("type", ""))[:200])
+            if isinstance(handle, Handle):
+                handle.is_module = value.get("module") is True
+                handle.parameters = _parameters_sent(value.get("parameters"))
+            return handle
         if kind == "ellipsis":
             return Ellipsis
         if kind == "missing":

@@ -21,6 +21,7 @@ import csv
 import json
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -352,13 +353,13 @@ def grade_many(autograder_zip: Path, submissions: list[Path], out_dir: Path, job
     return results
 
 
+def question_order(name: str) -> tuple:
+    """Sort key of a question name in notebook order: ``q2`` before ``q10``, ``q1.3`` before ``q1.10``."""
+    return tuple((0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"(\d+)", name))
+
+
 def _questions(results: list[GradeResult]) -> list[str]:
-    names: list[str] = []
-    for r in results:
-        for q in r.scores:
-            if q not in names:
-                names.append(q)
-    return names
+    return sorted({q for r in results for q in r.scores}, key=question_order)
 
 
 def write_csv(results: list[GradeResult], labels: list[str], path: Path) -> None:
@@ -384,7 +385,8 @@ def format_table(results: list[GradeResult]) -> str:
         if r.error:
             rows.append((submission_label(r.submission), "0", f"not graded: {r.error}"))
             continue
-        lost = [f"{q} ({_fmt(s)}/{_fmt(m)})" for q, (s, m) in r.scores.items() if s < m]
+        lost = [f"{q} ({_fmt(s)}/{_fmt(m)})" for q, (s, m) in sorted(r.scores.items(), key=lambda i: question_order(i[0]))
+                if s < m]
         rows.append((submission_label(r.submission), f"{_fmt(r.total)}/{_fmt(r.possible)}", ", ".join(lost) or "-"))
     width = [max(len(row[i]) for row in rows) for i in range(2)]
     return "\n".join(f"{a:<{width[0]}}  {b:>{width[1]}}  {c}" for a, b, c in rows)

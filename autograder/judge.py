@@ -460,7 +460,13 @@ class Session:
             self.rebuild()
 
     # -- the judge's questions
-    def values(self, names: list[str]) -> dict[str, Any]:
+    def values(self, names: list[str], whole: bool = False) -> dict[str, Any]:
+        """The student's values of ``names``, as the judge rebuilds them.
+
+        A payload the judge cannot read makes every name opaque, or with
+        ``whole`` (several names read at once) raises :class:`StudentFailure`,
+        so that the caller can read them one by one and lose only the bad one.
+        """
         self.ensure_alive()
         what = "reading " + ", ".join(names)
         header, payload = self.process.request({"op": "get", "names": names}, b"", self.call_timeout(what), what=what)
@@ -469,6 +475,8 @@ class Session:
         try:
             encoded = channel.load(payload)
         except Exception as err:  # noqa: BLE001 - whatever the student process sent
+            if whole:
+                raise StudentFailure(f"the values could not be read together ({err})") from None
             return {name: channel.Opaque(f"value the judge could not read ({err})") for name in names}
         if not isinstance(encoded, dict):
             raise StudentFailure("the student process sent something that is not a table of values")
@@ -489,11 +497,16 @@ class StudentError(Exception):
     """The student's function raised; ``str()`` is ``Type: message`` as the student would see it."""
 
 
-class RemoteCallable:
-    """A student's function (or model) living in the student process, called through the channel."""
+class RemoteCallable(channel.Handle):
+    """A student's function (or model) living in the student process, called through the channel.
+
+    For a model, ``parameters`` holds the copies of its parameters that
+    crossed with it (:class:`autograder.channel.Handle`).
+    """
 
     def __init__(self, session: Session, handle: int, name: str, kind: str, generation: int):
         self._session, self._handle, self.__name__, self._kind, self._generation = session, handle, name, kind, generation
+        self.type_name, self.key = kind, (generation, handle)
 
     def __repr__(self) -> str:
         return f"<student {self._kind or 'function'} {self.__name__}>"
@@ -540,13 +553,50 @@ def _outgoing(value: Any) -> Any:
 
 
 class StudentEnvironment(dict):
-    """What Otter's test functions read names from: values fetched from the student process."""
+    """What Otter's test functions read names from: one snapshot of the student's values.
 
-    def __init__(self, session: Session):
+    Every name any question reads (``names``, the test cases' parameters) is
+    fetched at once, after the notebook ran and before the judge calls any
+    student function, and all questions read that snapshot. So a student
+    function the judge calls in one question cannot rebind a name another
+    question reads (swap ``net`` between questions); a model's parameters are
+    copied when it crosses, so they are fixed at the snapshot too. After the
+    student process was restarted (a crash, a limit), the snapshot is taken
+    again from the replayed notebook. A name outside ``names`` (read through
+    ``env``) is fetched when first read.
+    """
+
+    def __init__(self, session: Session, names: list[str]):
         super().__init__()
-        self._session = session
+        self._session, self._names, self._generation = session, sorted(set(names)), None
+
+    def refresh(self) -> None:
+        """Take the snapshot, unless it is of the student process that is running now."""
+        process = self._session.process
+        if self._generation == process.generation and process.alive:
+            return
+        unreadable: set[str] = set()
+        for _ in range(3):
+            self.clear()
+            wanted = [n for n in self._names if n not in unreadable]
+            try:
+                self.update(self._session.values(wanted, whole=True) if wanted else {})
+            except StudentFailure:
+                # a value too large to cross or unreadable, or the process stopped while sending: name by
+                # name, still before any student function is called (a name that cannot be read is missing)
+                for name in wanted:
+                    try:
+                        self.update(self._session.values([name]))
+                    except StudentFailure:
+                        unreadable.add(name)
+            self.update(dict.fromkeys(unreadable))
+            self._generation = self._session.process.generation
+            stale = any(isinstance(v, RemoteCallable) and v._generation != self._generation for v in dict.values(self))
+            if not stale or not self._session.process.alive:
+                return  # else an unreadable name restarted the process after earlier names were read: again
 
     def get(self, name, default=None):
+        self.refresh()
         if name not in self:
             try:
                 self[name] = self._session.values([name])[name]
@@ -554,6 +604,17 @@ class StudentEnvironment(dict):
                 self[name] = None
         value = dict.get(self, name)
         return default if value is None else value
+
+
+def names_read_by(test_files: list) -> list[str]:
+    """The student names Otter's test cases take as parameters (``env`` aside)."""
+    import inspect
+
+    names = []
+    for test_file in test_files:
+        for case in test_file.test_cases:
+            names += [n for n in inspect.signature(case.body.test_func).parameters if n != "env"]
+    return names
 
 
 # ------------------------------------------------------------------ grading
@@ -788,11 +849,12 @@ def _grade(autograder_zip: Path, submission: Path, limits: Limits, started: floa
         except StudentFailure as failure:
             notes.append(f"the notebook could not be started: {failure}")
 
+        env = StudentEnvironment(session, names_read_by(test_files))
         for test_file in test_files:
             if session.remaining() <= 0:
                 _failed_results(test_file, "❌ Not graded: the grading deadline passed before this question.")
                 continue
-            env = StudentEnvironment(session)
+            env.refresh()
             test_file.run(env)
         grading = GradingResults(test_files)
         notes.extend(_cell_notes(session.records))

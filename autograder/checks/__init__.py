@@ -33,6 +33,9 @@ __all__ = [
     "expect_close",
     "expect_equal",
     "expect_sequence",
+    "expect_module_parameters",
+    "quoted",
+    "once",
     "call_student",
     "plain",
 ]
@@ -225,6 +228,84 @@ def expect_sequence(name: str, value: Any, length: int, kinds: type | tuple[type
     if len(value) != length:
         raise CheckFailure(f"`{name}` has {len(value)} items, but it should have {length}.")
     return value
+
+
+#: Outcomes of :func:`once`, for this grading (the judge grades one submission per process).
+_OUTCOMES: dict[tuple, tuple[tuple, "CheckFailure | None"]] = {}
+
+
+def _identity(value: Any) -> tuple:
+    from autograder import channel
+
+    if isinstance(value, channel.Handle):
+        return ("student", value.key)
+    return ("object", id(value))
+
+
+def once(kind: str, funcs: tuple, check: Callable[[], None]) -> "CheckFailure | None":
+    """The outcome of ``check`` for the student's functions ``funcs``: ``None`` (passed) or its CheckFailure.
+
+    Decided the first time it is asked for and kept for the rest of the
+    grading, so the question that grades a function and every later question
+    that relies on it (errors carried forward, or the reference standing in
+    for a function that passed) see one verdict: a function whose behaviour
+    depends on what was called before cannot pass its own question and be
+    trusted as wrong in another.
+
+    Args:
+        kind: which check (``"rel_err"``, ``"shift_right"``, ...).
+        funcs: the student's objects the outcome depends on (kept alive with it).
+        check: raises :class:`CheckFailure` when the functions fail.
+    """
+    key = (kind, *(_identity(f) for f in funcs))
+    if key not in _OUTCOMES:
+        try:
+            check()
+            outcome = None
+        except CheckFailure as failure:
+            outcome = failure
+        _OUTCOMES[key] = (funcs, outcome)
+    return _OUTCOMES[key][1]
+
+
+def quoted(name: str) -> str:
+    """A student's variable as messages show it (`` `net` ``); a description ("the network ... returned") as is."""
+    return f"`{name}`" if name.isidentifier() else name
+
+
+def expect_module_parameters(name: str, value: Any) -> list[torch.Tensor]:
+    """The parameters of the student's network ``value``, detached, in ``parameters()`` order.
+
+    ``value`` is a ``torch.nn.Module`` (in the judge, the
+    :class:`autograder.channel.Handle` a module crossed as, with the copies
+    of its parameters that crossed with it). A check that rebuilds the
+    network from these tensors grades the weights the network holds, not
+    what its ``forward`` chooses to return.
+
+    Raises:
+        CheckFailure: ``value`` is missing, or not a network whose parameters
+            can be read (a plain function, a lambda, a module with more than
+            :data:`autograder.channel.MAX_PARAMETERS` numbers).
+    """
+    from autograder import channel
+
+    expect_defined(name, value)
+    if isinstance(value, channel.Handle):
+        if value.parameters is not None:
+            return [p.detach() for p in value.parameters]
+        module, kind = value.is_module, value.type_name or "function"
+    elif isinstance(value, torch.nn.Module):
+        params = list(torch.nn.Module.parameters(value))
+        if len(params) <= channel.MAX_PARAMETER_TENSORS and sum(p.numel() for p in params) <= channel.MAX_PARAMETERS:
+            return [p.detach().clone() for p in params]
+        module, kind = True, type(value).__name__
+    else:
+        module, kind = False, type(value).__name__
+    if module:
+        raise CheckFailure(f"{quoted(name)} is a network whose parameters the grader cannot read: more than "
+                           f"{channel.MAX_PARAMETER_TENSORS} parameter tensors or {channel.MAX_PARAMETERS:,} numbers.")
+    raise CheckFailure(f"{quoted(name)} should be a PyTorch network (an nn.Module such as nn.Sequential) whose parameters "
+                       f"the grader can read, but it is {'an' if kind[:1].lower() in 'aeiou' else 'a'} {kind}.")
 
 
 def call_student(name: str, func: Callable, *args: Any, **kwargs: Any) -> Any:

@@ -76,6 +76,7 @@ from autograder.checks import (
     expect_int,
     expect_number,
     expect_type,
+    once,
 )
 from autograder.checks.properties import given, run_property, st
 
@@ -91,9 +92,15 @@ ROUNDING_LEVEL = 1e-20
 #: answer 0, or every error exactly 1) is refused; any honest variant (zero
 #: padding, a flipped kernel, another layout) is far above it.
 MIN_ENERGY = 1e-2
-#: A carried-forward ``rel_err`` is probed on Y + t D (D noise as large as Y):
-#: it must grow strictly with t and stay below 1e-2 at the first (the
-#: reference gives t**2; normalised by the prediction instead, t**2 / (1 + t**2)).
+#: A carried-forward ``rel_err`` is probed on Y + t D, D the error of a real
+#: prediction (the full model fitted to 16 crops, scored on the test crops, as
+#: the learning curves score it): it must grow strictly with t and stay below
+#: 1e-2 at the first (the reference gives c t**2, c the prediction's own
+#: relative error, 0.55 here; normalised by the prediction instead, it grows
+#: while <Y, Y + t D> > 0, true for t <= 0.5 unless the predictions point
+#: against the targets). A residual of the experiments' kind, not noise of a
+#: round size: a ``rel_err`` that answers made-up values except on the probes
+#: cannot tell them from the experiments' own predictions by their values.
 REL_ERR_STEPS = (1e-3, 1e-2, 1e-1, 0.5)
 MODELS = ("conv", "shared16", "local5", "full")
 PEAK_CELLS = {("shared16", 1), ("local5", 16), ("full", 256)}
@@ -207,6 +214,20 @@ def check_q1(crops: Callable, X_test: Any, call_with_arrays: Any) -> None:
 
 def check_q2(neigh: Callable, call_with_arrays: Any) -> None:
     """``neigh`` against the reference on random arrays (property test): exact, wrap-around, layout."""
+    _raise(_neigh_failure(neigh, call_with_arrays))
+
+
+def _raise(failure: CheckFailure | None) -> None:
+    if failure is not None:
+        raise CheckFailure(str(failure))
+
+
+def _neigh_failure(neigh: Any, call_with_arrays: Any) -> CheckFailure | None:
+    """q2's verdict on ``neigh``, decided once per grading (:func:`autograder.checks.once`)."""
+    return once("neigh", (neigh, call_with_arrays), lambda: _neigh_property(neigh, call_with_arrays))
+
+
+def _neigh_property(neigh: Any, call_with_arrays: Any) -> None:
     ib = _ref()
     expect_callable("neigh", neigh)
 
@@ -230,6 +251,8 @@ def check_q2(neigh: Callable, call_with_arrays: Any) -> None:
 # ---------------------------------------------------------------- q3: equivariant target
 
 def _target_property(name: str, func: Callable, adapter: Any, expected_options: Callable) -> None:
+    expect_callable(name, func)
+
     @given(st.integers(1, 3), st.integers(0, 2**31 - 1))
     def matches(n, seed):
         x = np.random.default_rng(seed).random((n, 16, 16))
@@ -280,46 +303,77 @@ def check_q3(K: Any, equivariant_target: Callable, gap_equivariant: Any, neigh: 
         raise CheckFailure("`K` has the right shape but the wrong values."
                            + (" It is the kernel flipped: the target is a cross-correlation, K[u, v] = -v exp(...)"
                               " with u the row offset and v the column offset." if flipped else ""))
+    _raise(_equivariant_failure(equivariant_target, neigh, call_with_arrays))
+    gap = expect_number("gap_equivariant", gap_equivariant)
+    # the student's own gap only for a target that is not the reference's (built on a wrong `neigh`)
+    reference = _equivariant_is_reference(equivariant_target, neigh, call_with_arrays)
+    if abs(gap) > GAP_EXACT_TOL and (reference or not _own_gap_agrees(gap, equivariant_target, call_with_arrays,
+                                                                       GAP_EXACT_TOL)):
+        raise CheckFailure("`gap_equivariant` is not 0: compare T(shift(x)) with shift(T(x)) on X_test[:50], "
+                           "shift = np.roll by (3, 5) on the last two axes.")
+
+
+def _equivariant_failure(target: Any, neigh: Any, adapter: Any) -> CheckFailure | None:
+    """q3's verdict on ``equivariant_target`` (the reference's values, or the student's own ``neigh``'s with the
+    reference kernel), decided once per grading."""
+    ib = _ref()
     kflat = ib.edge_kernel().ravel()
 
     def options(x):
-        nb = _student_neigh_or_none(neigh, call_with_arrays, x)
+        nb = _student_neigh_or_none(neigh, adapter, x)
         expected = ib.equivariant_target(x)
         own = None if nb is None else _substantial((nb @ kflat).reshape(x.shape), expected)
         return [expected, own]
 
-    _target_property("equivariant_target", equivariant_target, call_with_arrays, options)
-    gap = expect_number("gap_equivariant", gap_equivariant)
-    if abs(gap) > GAP_EXACT_TOL and not _own_gap_agrees(gap, equivariant_target, call_with_arrays, GAP_EXACT_TOL):
-        raise CheckFailure("`gap_equivariant` is not 0: compare T(shift(x)) with shift(T(x)) on X_test[:50], "
-                           "shift = np.roll by (3, 5) on the last two axes.")
+    return once("equivariant_target", (target, neigh, adapter),
+                lambda: _target_property("equivariant_target", target, adapter, options))
+
+
+def _equivariant_is_reference(target: Any, neigh: Any, adapter: Any) -> bool:
+    """Whether ``equivariant_target`` is graded as the reference's: it passed q3 on a ``neigh`` that passed q2."""
+    return _neigh_failure(neigh, adapter) is None and _equivariant_failure(target, neigh, adapter) is None
+
+
+def _vignetted_failure(target: Any, equivariant_target: Any, adapter: Any) -> CheckFailure | None:
+    """q4's verdict on ``vignetted_target`` (the reference's values, or the student's own
+    ``equivariant_target(gain * x)``), decided once per grading."""
+    ib = _ref()
+    ref_gain = ib.vignette_gain()
+
+    def options(x):
+        expected = ib.vignetted_target(x)
+        try:
+            own = _substantial(call("equivariant_target", adapter, equivariant_target, ref_gain * x), expected)
+        except CheckFailure:
+            own = None
+        return [expected, own]
+
+    return once("vignetted_target", (target, equivariant_target, adapter),
+                lambda: _target_property("vignetted_target", target, adapter, options))
+
+
+def _vignetted_is_reference(target: Any, equivariant_target: Any, neigh: Any, adapter: Any) -> bool:
+    """Whether ``vignetted_target`` is graded as the reference's: it passed q4 on an equivariant target that is."""
+    return (_equivariant_is_reference(equivariant_target, neigh, adapter)
+            and _vignetted_failure(target, equivariant_target, adapter) is None)
 
 
 # ---------------------------------------------------------------- q4: vignetted target
 
 def check_q4(gain: Any, vignetted_target: Callable, gap_vignetted: Any, equivariant_target: Any,
-             call_with_arrays: Any) -> None:
+             call_with_arrays: Any, neigh: Any = None) -> None:
     """The vignette, the vignetted target (on the student's own equivariant target too), the gap 0.34."""
     ib = _ref()
     g = expect_array("gain", gain, (16, 16))
     if not _close(g, ib.vignette_gain(), SUM_TOL):
         raise CheckFailure("`gain` has the right shape but the wrong values (1 at the centre (7.5, 7.5), "
                            "0.3 at the corners).")
-    ref_gain = ib.vignette_gain()
-
-    def options(x):
-        expected = ib.vignetted_target(x)
-        try:
-            own = _substantial(call("equivariant_target", call_with_arrays, equivariant_target, ref_gain * x),
-                               expected)
-        except CheckFailure:
-            own = None
-        return [expected, own]
-
-    _target_property("vignetted_target", vignetted_target, call_with_arrays, options)
+    _raise(_vignetted_failure(vignetted_target, equivariant_target, call_with_arrays))
     gap = expect_number("gap_vignetted", gap_vignetted)
+    # the student's own gap only for a target that is not the reference's
+    reference = _vignetted_is_reference(vignetted_target, equivariant_target, neigh, call_with_arrays)
     if (abs(gap - ib.equivariance_gap("vignetted", ib.test_crops()[:50])) > GAP_TOL
-            and not _own_gap_agrees(gap, vignetted_target, call_with_arrays, GAP_TOL)):
+            and (reference or not _own_gap_agrees(gap, vignetted_target, call_with_arrays, GAP_TOL))):
         raise CheckFailure("`gap_vignetted` has the right type but the wrong value: the largest "
                            "|T(shift(x)) - shift(T(x))| over X_test[:50].")
 
@@ -375,9 +429,24 @@ def check_q5(N_PARAMS: Any, fit: Callable, predict: Callable, neigh: Any, call_w
         if m not in N_PARAMS:
             raise CheckFailure(f"`N_PARAMS` has no entry for the model {m!r}.")
         expect_int(f"N_PARAMS[{m!r}]", N_PARAMS[m], ib.parameter_count(m))
+    _raise(_fit_predict_failure(fit, predict, neigh, call_with_arrays))
+
+
+def _fit_predict_failure(fit: Any, predict: Any, neigh: Any, adapter: Any) -> CheckFailure | None:
+    """q5's verdict on ``fit`` and ``predict``, decided once per grading."""
+    return once("fit_predict", (fit, predict, neigh, adapter),
+                lambda: _least_squares_property(fit, predict, adapter, neigh))
+
+
+def _least_squares_property(fit: Callable, predict: Callable, call_with_arrays: Any, neigh: Any) -> None:
+    """q5's test of ``fit`` and ``predict``: each model's predictions are the minimum-norm least-squares ones.
+
+    The conv and local models may also be right on the student's own
+    neighbourhoods (``neigh``, when sensible).
+    """
+    ib = _ref()
     expect_callable("fit", fit)
     expect_callable("predict", predict)
-
     cases = {"conv": (1, 3), "shared16": (1, 2), "local5": (4, 40), "full": (3, 300)}
 
     @given(st.sampled_from(MODELS), st.integers(0, 1), st.integers(0, 2**31 - 1))
@@ -409,14 +478,23 @@ def check_q5(N_PARAMS: Any, fit: Callable, predict: Callable, neigh: Any, call_w
     got, shown = _fit_predict(fit, predict, call_with_arrays, "shared16", X, Y, Xnew)
     if _rel(got, _expected_predictions("shared16", X, Y, Xnew)) > FIT_TOL:
         raise CheckFailure(f"`{shown}` is wrong on crops that are constant down each column: frequencies that "
-                           "the training crops do not excite must be set to 0 (lstsq's cutoff), not divided by "
-                           "their rounding-level power.")
+                           "the training crops do not excite must be set to 0 (lstsq's cutoff), not divided "
+                           "by their rounding-level power.")
 
 
 # ---------------------------------------------------------------- q6: relative error
 
 def check_q6(rel_err: Callable, call_with_arrays: Any) -> None:
     """``rel_err(Y_hat, Y)`` against the reference on random arrays."""
+    _raise(_rel_err_failure(rel_err, call_with_arrays))
+
+
+def _rel_err_failure(rel_err: Any, adapter: Any) -> CheckFailure | None:
+    """q6's verdict on ``rel_err``, decided once per grading."""
+    return once("rel_err", (rel_err, adapter), lambda: _rel_err_property(rel_err, adapter))
+
+
+def _rel_err_property(rel_err: Callable, call_with_arrays: Any) -> None:
     ib = _ref()
     expect_callable("rel_err", rel_err)
 
@@ -437,19 +515,49 @@ def check_q6(rel_err: Callable, call_with_arrays: Any) -> None:
 # ---------------------------------------------------------------- q7, q8: experiments
 
 class _Own:
-    """The student's own pipeline, called from the judge (errors carried forward)."""
+    """The student's own pipeline, called from the judge (errors carried forward).
 
-    def __init__(self, adapter, fit, predict, rel_err, equivariant_target, vignetted_target):
-        self.adapter, self.fit, self.predict, self.rel_err = adapter, fit, predict, rel_err
-        self.targets = {"equivariant": equivariant_target, "vignetted": vignetted_target}
+    A function graded as the reference's in its own question (the targets of
+    q3 and q4 on a ``neigh`` that passed q2, ``fit`` and ``predict`` of q5 on
+    such a ``neigh``, ``rel_err`` of q6; each verdict decided once per
+    grading, :func:`autograder.checks.once`) is replaced by the reference's
+    here: a function that is right on the property tests' inputs but answers
+    the experiments' own inputs another way (it recognises the crops or the
+    targets it is given, or what was called before) cannot carry made-up
+    learning curves. Only a function already wrong in its own question is
+    called as the student's (``own`` names them).
+    """
+
+    def __init__(self, adapter, fit, predict, rel_err, equivariant_target, vignetted_target, neigh=None):
+        ib = _ref()
+        self.adapter = adapter
+        self.own = set()
+
+        def student(name, func):
+            self.own.add(name)
+            return lambda *args: call(name, adapter, func, *args)
+
+        self.targets = {
+            "equivariant": (ib.equivariant_target if _equivariant_is_reference(equivariant_target, neigh, adapter)
+                            else student("equivariant_target", equivariant_target)),
+            "vignetted": (ib.vignetted_target
+                          if _vignetted_is_reference(vignetted_target, equivariant_target, neigh, adapter)
+                          else student("vignetted_target", vignetted_target)),
+        }
+        if _neigh_failure(neigh, adapter) is None and _fit_predict_failure(fit, predict, neigh, adapter) is None:
+            self.fit, self.predict = ib.fit, ib.predict
+        else:
+            self.fit, self.predict = student("fit", fit), student("predict", predict)
+        self.rel_err = (ib.relative_error if _rel_err_failure(rel_err, adapter) is None
+                        else student("rel_err", rel_err))
 
     def target(self, t, x):
-        return np.asarray(call(f"{t}_target", self.adapter, self.targets[t], x))
+        return np.asarray(self.targets[t](x))
 
     def error(self, model, X, Y, Y_test):
-        params = call("fit", self.adapter, self.fit, model, X, Y)
-        pred = call("predict", self.adapter, self.predict, model, params, _ref().test_crops())
-        return float(call("rel_err", self.adapter, self.rel_err, np.asarray(pred), Y_test))
+        params = self.fit(model, X, Y)
+        pred = self.predict(model, params, _ref().test_crops())
+        return float(self.rel_err(np.asarray(pred), Y_test))
 
     def degenerate(self) -> str | None:
         """Why the student's pipeline cannot carry errors forward (it would make the answers trivial), or ``None``.
@@ -467,29 +575,28 @@ class _Own:
                 if _substantial(self.target(t, x), reference(x)) is None:
                     return f"`{t}_target` gives (nearly) zeros"
             y = ib.equivariant_target(x)
-            perfect = float(call("rel_err", self.adapter, self.rel_err, y, y))
-            half = float(call("rel_err", self.adapter, self.rel_err, 0.5 * y, y))
+            perfect = float(self.rel_err(y, y))
+            half = float(self.rel_err(0.5 * y, y))
             if not (math.isfinite(perfect) and abs(perfect) <= 1e-9 and math.isfinite(half) and half >= 1e-3):
                 return "`rel_err` is not 0 for a perfect prediction and positive for a wrong one"
             # ...and grows with the error: a step (0 when equal, else 1) passes the two probes above but
-            # makes every learning-curve cell 1 (the reference gives 1e-6, 1e-4, 1e-2, 0.25 here)
+            # makes every learning-curve cell 1 (the reference gives 0.55 times 1e-6, 1e-4, 1e-2, 0.25 here)
             y_all = ib.equivariant_target(ib.test_crops())  # the shape the experiments score
-            d = np.random.default_rng(1).standard_normal(y_all.shape)
-            d *= np.sqrt((y_all ** 2).sum() / (d ** 2).sum())
-            growth = [float(call("rel_err", self.adapter, self.rel_err, y_all + t * d, y_all)) for t in REL_ERR_STEPS]
+            d = ib.predict("full", ib.fit("full", x_fit, ib.equivariant_target(x_fit)), ib.test_crops()) - y_all
+            growth = [float(self.rel_err(y_all + t * d, y_all)) for t in REL_ERR_STEPS]
             if not (all(math.isfinite(r) for r in growth) and growth[0] < 1e-2
                     and all(a < b for a, b in zip(growth, growth[1:]))):
                 return "`rel_err` does not grow with the error of the prediction"
             y_fit = ib.equivariant_target(x_fit)
             for m in MODELS:
-                params = call("fit", self.adapter, self.fit, m, x_fit, y_fit)
-                pred = np.asarray(call("predict", self.adapter, self.predict, m, params, x))
+                params = self.fit(m, x_fit, y_fit)
+                pred = np.asarray(self.predict(m, params, x))
                 if _substantial(pred, y) is None:
                     return f"`predict('{m}', ...)` gives (nearly) zeros"
                 # least squares is linear in the targets: a prediction that ignores them (a constant,
                 # the input crops) passes the probe above but makes every cell trivial
-                params2 = call("fit", self.adapter, self.fit, m, x_fit, 2 * y_fit)
-                pred2 = np.asarray(call("predict", self.adapter, self.predict, m, params2, x))
+                params2 = self.fit(m, x_fit, 2 * y_fit)
+                pred2 = np.asarray(self.predict(m, params2, x))
                 if pred2.shape != pred.shape or not np.allclose(pred2, 2 * pred, rtol=1e-6,
                                                                 atol=1e-6 * float(np.abs(pred).max())):
                     return (f"`predict('{m}', ...)` does not follow the targets `fit` was given "
@@ -500,7 +607,7 @@ class _Own:
 
 
 def check_q7(SIGMA: Any, noise_free: Any, fit, predict, rel_err, equivariant_target, vignetted_target,
-             call_with_arrays) -> None:
+             call_with_arrays, neigh=None) -> None:
     """The noise sd and the noise-free errors (1,024 crops of seed 0)."""
     ib = _ref()
     sigma = expect_number("SIGMA", SIGMA)
@@ -525,7 +632,7 @@ def check_q7(SIGMA: Any, noise_free: Any, fit, predict, rel_err, equivariant_tar
     if math.isclose(sigma, ib.noise_sd(), rel_tol=1e-9) and agrees(noise_free, ref_free):
         return
     # Errors carried forward: the same quantities from the student's own functions.
-    own = _Own(call_with_arrays, fit, predict, rel_err, equivariant_target, vignetted_target)
+    own = _Own(call_with_arrays, fit, predict, rel_err, equivariant_target, vignetted_target, neigh)
     why = own.degenerate()
     if why is not None:
         raise CheckFailure(f"`SIGMA` or `noise_free` differs from the reference, and cannot be graded on your own "
@@ -561,7 +668,7 @@ def _cells_agree(err: np.ndarray, expected: np.ndarray, sizes, models=MODELS) ->
 
 
 def check_q8(err: Any, median: Any, err_min: Any, err_max: Any, fit, predict, rel_err, equivariant_target,
-             vignetted_target, SIGMA, call_with_arrays) -> None:
+             vignetted_target, SIGMA, call_with_arrays, neigh=None) -> None:
     """The learning-curve errors, cell by cell, and the median and min-max tables over seeds."""
     ib = _ref()
     sizes = ib.SIZES
@@ -580,7 +687,7 @@ def check_q8(err: Any, median: Any, err_min: Any, err_max: Any, fit, predict, re
         return
     # Errors carried forward: recompute every cell of every seed with the student's own functions (only when
     # they differ from the reference's: a right pipeline has no error to carry forward).
-    own = _Own(call_with_arrays, fit, predict, rel_err, equivariant_target, vignetted_target)
+    own = _Own(call_with_arrays, fit, predict, rel_err, equivariant_target, vignetted_target, neigh)
     why = own.degenerate()
     if why is not None:
         raise CheckFailure(f"`err` has {bad} of its {e.size} cells wrong, and cannot be graded on your own functions "

@@ -6,9 +6,17 @@ arguments. The answers and their types are listed in
 ``docs/when_it_fails_answers.md``; expected values come from
 ``reference.when_it_fails`` computed in the grading environment.
 
-Student models (``net``, ``net_shuffled``, ...) are only ever *called* on
-images, and the weights the checks need are the tensors the student stores
-(``net_weights``), so a check reads data and calls functions, nothing else.
+Student networks (``net``, ``net_shuffled``, ..., and every network the
+judge has ``train_mlp`` train again) are graded by their weights: a check
+reads a network's parameters (they cross with it, see
+:func:`autograder.checks.expect_module_parameters`), requires them to be the
+chapter's MLP (``Linear(784, h)``, ReLU, ``Linear(h, 10)``), checks once that
+the network's own forward pass computes that MLP, and from then on scores the
+network with its own rebuild of it (:class:`MLP`). A network's ``forward``
+can therefore not answer one way for the grader and another for the
+notebook, and a ``train_mlp`` that returns something other than a trained MLP
+for one question's arguments (a lookup table of the labels when
+``hidden == 512``) is caught by that question.
 
 Errors carried forward. Several questions build on earlier ones:
 
@@ -25,13 +33,19 @@ Errors carried forward. Several questions build on earlier ones:
   broken ``train_mlp`` costs q2. Healthy or not, later questions check that
   their numbers are what the student's own models give on the right images,
   and that each model (``net_shuffled``, every point of ``sweep_errors``,
-  ``net_final``, ``net_aug``, ``net_memo``) is what the student's
+  ``net_final``, ``net_aug``, ``net_memo``) has the weights the student's
   ``train_mlp`` gives when the judge calls it again with the question's
   arguments (same process, same thread count, and q2 checks that it is
   deterministic): a broken ``train_mlp`` carries its error forward but cannot
   stand in for the later trainings, and the bands alone would pass models
   that were never trained (``net`` behind a wrapper that undoes the pixel
-  shuffle, a lookup table of the labels, a made-up sweep);
+  shuffle, a lookup table of the labels, a made-up sweep); and only a
+  ``train_mlp`` that trains (``net`` above :data:`MIN_CARRIED_ACCURACY`)
+  carries forward: an untrained one would pass every reproduction;
+* ``shift_right``: q9 and q10 shift with the student's own function only when
+  it failed q3 (the verdict decided once per grading,
+  :func:`autograder.checks.once`); one that passed is graded as the
+  reference's, whatever it does to the test images;
 * ``shift_accs``, ``val_acc``, ``pixel_perm``, ``net_weights``: later
   questions are graded against the student's own values (``net_weights``
   only with no constant row in its first weight: all-zero weights would make
@@ -77,10 +91,13 @@ from autograder.checks import (
     expect_callable,
     expect_defined,
     expect_int,
+    expect_module_parameters,
     expect_number,
     expect_sequence,
     expect_tensor,
     expect_type,
+    once,
+    quoted,
 )
 from autograder.checks.properties import given, run_property, seeded_images, st
 
@@ -219,19 +236,82 @@ def _trained(data: dict[str, torch.Tensor]) -> dict[str, Any]:
 
 
 def _logits(name: str, net: Any, X: torch.Tensor) -> torch.Tensor:
-    """The student's model called on ``X``: a ``(len(X), 10)`` tensor, or a CheckFailure naming ``name``."""
+    """The student's model called on ``X``: a ``(len(X), 10)`` tensor, or a CheckFailure naming ``name``.
+
+    Only :func:`_mlp` and the public tests call a student's network: every
+    score is computed on the judge's rebuild of it (:class:`MLP`).
+    """
     expect_callable(name, net)
     with torch.no_grad(), torch.random.fork_rng(devices=[]):
         out = call_student(name, net, X)
     if not isinstance(out, torch.Tensor) or tuple(out.shape) != (len(X), 10):
         shown = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
-        raise CheckFailure(f"`{name}` called on a batch of {len(X)} flattened images returned {shown}, "
+        raise CheckFailure(f"{quoted(name)} called on a batch of {len(X)} flattened images returned {shown}, "
                            f"not a ({len(X)}, 10) tensor of logits.")
     return out.detach()
 
 
-def _accuracy(name: str, net: Any, X: torch.Tensor, y: torch.Tensor) -> float:
-    return (_logits(name, net, X).argmax(dim=1) == y).float().mean().item()
+class MLP:
+    """The chapter's MLP, ``Linear(784, h)``, ReLU, ``Linear(h, 10)``, rebuilt by the judge from four weights.
+
+    Args:
+        name: how messages name the network (the student's variable).
+        weights: first weight ``(h, 784)``, first bias ``(h,)``, second
+            weight ``(10, h)``, second bias ``(10,)``, float32.
+    """
+
+    def __init__(self, name: str, weights: list[torch.Tensor]):
+        self.name, self.weights = name, weights
+
+    @property
+    def hidden(self) -> int:
+        return self.weights[0].shape[0]
+
+    def logits(self, X: torch.Tensor) -> torch.Tensor:
+        """Logits ``(n, 10)`` of images ``X`` ``(n, 784)``, summed by ``addmm`` as ``nn.Linear`` sums them."""
+        W1, b1, W2, b2 = self.weights
+        return F.linear(F.relu(F.linear(X, W1, b1)), W2, b2)
+
+    def accuracy(self, X: torch.Tensor, y: torch.Tensor) -> float:
+        """The fraction of images ``X`` ``(n, 784)`` whose largest logit is at their label ``y`` ``(n,)``."""
+        return (self.logits(X).argmax(dim=1) == y).float().mean().item()
+
+    def same_as(self, other: "MLP") -> bool:
+        """Whether both hold the same weights, bit for bit."""
+        return all(torch.equal(a, b) for a, b in zip(self.weights, other.weights))
+
+
+def _mlp(name: str, model: Any, hidden: int | None = None) -> MLP:
+    """The student's network ``model`` as the judge's rebuild of it (:class:`MLP`).
+
+    Its parameters must be the chapter's MLP at width ``hidden`` (the
+    reference's width when ``None``), finite float32, and the network called
+    on 32 validation images must give the logits its parameters give.
+
+    Raises:
+        CheckFailure: not a network, other parameter shapes, or a forward pass
+            that is not its own parameters' MLP; the message names ``name``.
+    """
+    hidden = _reference().HIDDEN if hidden is None else hidden
+    params = expect_module_parameters(name, model)
+    shapes = [(hidden, 784), (hidden,), (10, hidden), (10,)]
+    if len(params) != 4 or any(tuple(p.shape) != s for p, s in zip(params, shapes)):
+        shown = ", ".join(str(tuple(p.shape)) for p in params[:8]) + (", ..." if len(params) > 8 else "")
+        raise CheckFailure(f"{quoted(name)} is not the chapter's MLP, nn.Sequential(nn.Linear(784, {hidden}), nn.ReLU(), "
+                           f"nn.Linear({hidden}, 10)): its parameters have the shapes [{shown}].")
+    for i, p in enumerate(params):
+        if p.dtype != torch.float32 or not bool(torch.isfinite(p).all()):
+            raise CheckFailure(f"{quoted(name)}'s parameter {i} is not a finite float32 tensor "
+                               f"(it has dtype {p.dtype}): the chapter's MLP is float32.")
+    rebuilt = MLP(name, params)
+    probe = _answers()["X_val"][:32]
+    expected = rebuilt.logits(probe)
+    if not torch.allclose(_logits(name, model, probe), expected, rtol=0,
+                          atol=LOGIT_TOL * max(1.0, float(expected.abs().max()))):
+        raise CheckFailure(f"{quoted(name)} called on images does not give what its own layers give: the grader scores "
+                           f"the network its parameters make (Linear(784, {hidden}), ReLU, Linear({hidden}, 10)), so "
+                           "its forward pass must be exactly that.")
+    return rebuilt
 
 
 def _expect_accuracy_of(name: str, value: Any, actual: float, n: int, what: str) -> float:
@@ -242,18 +322,41 @@ def _expect_accuracy_of(name: str, value: Any, actual: float, n: int, what: str)
     return number
 
 
+#: A ``train_mlp`` whose ``net`` scores below this on the validation images
+#: (chance is 0.1, a binomial standard deviation of 0.021 over 200 images;
+#: the catalogue's ``train_mlp`` without ``zero_grad`` scores 0.41) does not
+#: train: later questions cannot be graded on the networks it gives, which
+#: would pass every self-consistency check untrained.
+MIN_CARRIED_ACCURACY = 0.3
+
+
+def _expect_trains(net: Any, data: dict[str, torch.Tensor], name: str) -> None:
+    """Errors carried forward only from a ``train_mlp`` that trains: its ``net`` above :data:`MIN_CARRIED_ACCURACY`."""
+    if _mlp("net", net).accuracy(data["X_val"], data["y_val"]) < MIN_CARRIED_ACCURACY:
+        raise CheckFailure(f"`{name}` cannot be graded on your own `train_mlp`: the network it trains (`net`, q2) "
+                           "scores near chance on the validation images, so it does not learn.")
+
+
 def _healthy(net: Any, data: dict[str, torch.Tensor]) -> bool:
-    """Whether the student's ``net`` scores within :data:`VAL_BAND` of the reference on the validation images."""
+    """Whether the student's ``net`` is the chapter's MLP and scores within :data:`VAL_BAND` of the reference."""
     try:
-        score = _accuracy("net", net, data["X_val"], data["y_val"])
+        score = _mlp("net", net).accuracy(data["X_val"], data["y_val"])
     except CheckFailure:
         return False
     return abs(score - _trained(data)["val_acc"]) <= VAL_BAND
 
 
+def _shift_failure(shift_right: Any) -> CheckFailure | None:
+    """q3's verdict on ``shift_right``, decided once per grading (:func:`autograder.checks.once`)."""
+    return once("shift_right", (shift_right,), lambda: check_shift_function(shift_right))
+
+
 def _shifted(shift_right: Any, X: torch.Tensor, s: int) -> torch.Tensor:
-    """``X`` moved ``s`` pixels right by the student's ``shift_right`` when it runs and keeps the shape,
-    else by the reference's: a later question is graded on the student's own shift (q3 grades the shift)."""
+    """``X`` moved ``s`` pixels right: by the reference's shift when the student's passed q3 (it is graded as
+    the reference's, whatever it does to these images), else by the student's own when it runs and keeps the
+    shape (errors carried forward), else by the reference's."""
+    if _shift_failure(shift_right) is None:
+        return _reference().shift_right(X, s)
     try:
         with torch.random.fork_rng(devices=[]):
             out = shift_right(X.clone(), s)
@@ -264,18 +367,18 @@ def _shifted(shift_right: Any, X: torch.Tensor, s: int) -> torch.Tensor:
     return _reference().shift_right(X, s)
 
 
-def _expect_reproduced(name: str, model: Any, train_mlp: Any, X: torch.Tensor, y: torch.Tensor, probe: torch.Tensor,
-                       what: str, **kwargs: Any) -> None:
-    """``model`` gives the logits of ``train_mlp(X, y, **kwargs)`` called again by the judge, on ``probe``.
+def _expect_reproduced(model: MLP, train_mlp: Any, X: torch.Tensor, y: torch.Tensor, what: str,
+                       **kwargs: Any) -> None:
+    """``model`` holds the weights of ``train_mlp(X, y, **kwargs)`` called again by the judge.
 
-    Used when the student's ``train_mlp`` is broken (graded in q2): a later
-    question's model is then judged by what that ``train_mlp`` gives.
+    A later question's network is judged by what the student's own
+    ``train_mlp`` gives (healthy or broken, q2 grades it), and by its weights:
+    the network ``train_mlp`` returns must be the chapter's MLP too.
     """
     with torch.random.fork_rng(devices=[]):
         again = call_student("train_mlp", train_mlp, X.clone(), y.clone(), **kwargs)
-    expected = _logits("the model `train_mlp` returned", again, probe)
-    if not torch.equal(_logits(name, model, probe), expected):
-        raise CheckFailure(f"`{name}` is not the network `train_mlp` trains {what}.")
+    if not model.same_as(_mlp("the network `train_mlp` returned", again, model.hidden)):
+        raise CheckFailure(f"`{model.name}` is not the network `train_mlp` trains {what}.")
 
 
 def _numbers(name: str, value: Any, length: int) -> list[float]:
@@ -387,11 +490,11 @@ def check_train_function(train_mlp: Callable) -> None:
     a = _answers()
     X, y, probe = a["X_tr"][:64], a["y_tr"][:64], a["X_val"][:20]
 
-    def outputs(seed: int) -> torch.Tensor:
-        shown = f"train_mlp(X_tr[:64], y_tr[:64], hidden=8, epochs=2, seed={seed})"
+    def outputs(seed: int, epochs: int = 2, labels: torch.Tensor = y, shown_labels: str = "y_tr[:64]") -> torch.Tensor:
+        shown = f"train_mlp(X_tr[:64], {shown_labels}, hidden=8, epochs={epochs}, seed={seed})"
         with torch.random.fork_rng(devices=[]):
-            model = call_student("train_mlp", train_mlp, X.clone(), y.clone(), hidden=8, epochs=2, seed=seed)
-        return _logits(f"the model {shown} returned", model, probe)
+            model = call_student("train_mlp", train_mlp, X.clone(), labels.clone(), hidden=8, epochs=epochs, seed=seed)
+        return _mlp(f"the network `{shown}` returned", model, 8).logits(probe)
 
     first, again, other = outputs(3), outputs(3), outputs(4)
     if not torch.equal(first, again):
@@ -400,6 +503,12 @@ def check_train_function(train_mlp: Callable) -> None:
                            "a generator seeded `seed`.")
     if torch.equal(first, other):
         raise CheckFailure("`train_mlp` gives the same model for seed=3 and seed=4: use the `seed` argument.")
+    if torch.equal(first, outputs(3, epochs=3)):
+        raise CheckFailure("`train_mlp` gives the same model for epochs=2 and epochs=3: train for `epochs` passes "
+                           "over X.")
+    if torch.equal(first, outputs(3, labels=(y + 1) % 10, shown_labels="(y_tr[:64] + 1) % 10")):
+        raise CheckFailure("`train_mlp` gives the same model for other labels: train on the `X` and `y` it is "
+                           "given, not on global variables.")
 
 
 def check_q2(train_mlp, net, net_weights, n_params, val_acc, X_tr, y_tr, X_val, y_val, X_test, y_test) -> None:
@@ -408,14 +517,12 @@ def check_q2(train_mlp, net, net_weights, n_params, val_acc, X_tr, y_tr, X_val, 
     weights = expect_sequence("net_weights", net_weights, 4)
     for i, shape in enumerate([(256, 784), (256,), (10, 256), (10,)]):
         expect_tensor(f"net_weights[{i}]", weights[i], shape=shape, dtype=torch.float32, requires_grad=None)
-    W1, b1, W2, b2 = (w.detach() for w in weights)
     data = _data(X_tr, y_tr, X_val, y_val, X_test, y_test)
-    logits = _logits("net", net, data["X_val"])
-    rebuilt = F.linear(F.relu(F.linear(data["X_val"], W1, b1)), W2, b2)
-    if not torch.allclose(logits, rebuilt, rtol=0, atol=LOGIT_TOL * max(1.0, float(rebuilt.abs().max()))):
-        raise CheckFailure("`net` is not Linear(784, 256), ReLU, Linear(256, 10) with the weights in `net_weights` "
-                           "(first weight, first bias, second weight, second bias).")
-    score = (logits.argmax(dim=1) == data["y_val"]).float().mean().item()
+    model = _mlp("net", net)
+    if not all(torch.equal(p, w.detach()) for p, w in zip(model.weights, weights)):
+        raise CheckFailure("`net_weights` are not the parameters of `net`, detached, in order (first weight, first "
+                           "bias, second weight, second bias).")
+    score = model.accuracy(data["X_val"], data["y_val"])
     _expect_accuracy_of("val_acc", val_acc, score, len(data["y_val"]), "`net` scores on the validation images")
     if abs(score - _trained(data)["val_acc"]) > VAL_BAND:
         raise CheckFailure("`net` is the chapter's MLP, but trained by `train_mlp` it does not score on the validation "
@@ -458,13 +565,16 @@ def check_shift_function(shift_right: Callable) -> None:
 
 def check_q3(shift_right, shift_accs, net, X_tr, y_tr, X_val, y_val, X_test, y_test) -> None:
     """The validation cliff: ``shift_right`` by property; accuracy at 0..4 pixels, falling with every pixel."""
-    check_shift_function(shift_right)
+    failure = _shift_failure(shift_right)
+    if failure is not None:
+        raise CheckFailure(str(failure))
     r = _reference()
     data = _data(X_tr, y_tr, X_val, y_val, X_test, y_test)
     values = _numbers("shift_accs", shift_accs, len(r.SHIFTS))
     scores = []
+    model = _mlp("net", net)
     for s, value in zip(r.SHIFTS, values):
-        score = _accuracy("net", net, r.shift_right(data["X_val"], s), data["y_val"])
+        score = model.accuracy(r.shift_right(data["X_val"], s), data["y_val"])
         _expect_accuracy_of(f"shift_accs[{s}]", value, score, len(data["y_val"]),
                             f"`net` scores on the validation images moved {s} pixel(s) right")
         scores.append(score)
@@ -485,17 +595,19 @@ def check_q4(pixel_perm, net_shuffled, shuffled_acc, train_mlp, net, X_tr, y_tr,
     if not torch.equal(pixel_perm, _answers()["pixel_perm"]):
         raise CheckFailure("`pixel_perm` is not `torch.randperm(784)` right after `torch.manual_seed(0)`.")
     data = _data(X_tr, y_tr, X_val, y_val, X_test, y_test)
-    score = _accuracy("net_shuffled", net_shuffled, data["X_val"][:, pixel_perm], data["y_val"])
+    shuffled = _mlp("net_shuffled", net_shuffled)
+    score = shuffled.accuracy(data["X_val"][:, pixel_perm], data["y_val"])
     value = _expect_accuracy_of("shuffled_acc", shuffled_acc, score, len(data["y_val"]),
                                 "`net_shuffled` scores on the validation images with their pixels shuffled by "
                                 "`pixel_perm` (fit and validation images alike)")
     # always, not only for a broken train_mlp: a wrapper that undoes the shuffle in front of `net`
     # (nothing retrained) scores what `net` scores, inside SHUFFLE_GAP
-    _expect_reproduced("net_shuffled", net_shuffled, train_mlp, data["X_tr"][:, pixel_perm], data["y_tr"],
-                       data["X_val"][:50, pixel_perm], "on the fitting images shuffled by `pixel_perm`")
+    _expect_trains(net, data, "net_shuffled")
+    _expect_reproduced(shuffled, train_mlp, data["X_tr"][:, pixel_perm], data["y_tr"],
+                       "on the fitting images shuffled by `pixel_perm`")
     if not _healthy(net, data):
         return
-    plain = _accuracy("net", net, data["X_val"], data["y_val"])
+    plain = _mlp("net", net).accuracy(data["X_val"], data["y_val"])
     if abs(value - plain) > SHUFFLE_GAP:
         raise CheckFailure("`shuffled_acc` is far from the accuracy on the original images: retrain on shuffled fitting "
                            "images and score on validation images shuffled the same way.")
@@ -596,6 +708,7 @@ def check_q7(widths, sweep_errors, train_mlp, net, X_tr, y_tr, X_val, y_val, X_t
             raise CheckFailure(f"`sweep_errors[{n}]` holds values outside [0, 1]: store validation errors, 1 - accuracy.")
         curves[n] = curve
     data = _data(X_tr, y_tr, X_val, y_val, X_test, y_test)
+    _expect_trains(net, data, "sweep_errors")
     # every point of the student's own curves, trained again by the student's train_mlp (healthy or
     # not: the shape checks below alone pass a made-up curve; a few points would leave the rest free)
     for n in r.SWEEP_SIZES:
@@ -603,7 +716,8 @@ def check_q7(widths, sweep_errors, train_mlp, net, X_tr, y_tr, X_val, y_val, X_t
             with torch.random.fork_rng(devices=[]):
                 model = call_student("train_mlp", train_mlp, data["X_tr"][:n].clone(), data["y_tr"][:n].clone(),
                                      hidden=h, epochs=r.SWEEP_EPOCHS)
-            error = 1 - _accuracy("the model `train_mlp` returned", model, data["X_val"], data["y_val"])
+            shown = f"the network `train_mlp` returned for the first {n} fitting images at width {h}"
+            error = 1 - _mlp(shown, model, h).accuracy(data["X_val"], data["y_val"])
             if abs(curves[n][i] - error) > 1.0 / len(data["y_val"]) + 1e-6:
                 raise CheckFailure(f"`sweep_errors[{n}][{i}]` is not the validation error of the network `train_mlp` "
                                    f"trains on the first {n} fitting images at width {h}.")
@@ -615,7 +729,7 @@ def check_q7(widths, sweep_errors, train_mlp, net, X_tr, y_tr, X_val, y_val, X_t
                                "(1 - accuracy), not the accuracy.")
         if abs(curve[-1] - curve[-2]) > SWEEP_FLAT:
             raise CheckFailure(f"`sweep_errors[{n}]` does not flatten at the widest widths.")
-    plain = 1 - _accuracy("net", net, data["X_val"], data["y_val"])
+    plain = 1 - _mlp("net", net).accuracy(data["X_val"], data["y_val"])
     if abs(curves[r.SWEEP_SIZES[-1]][-1] - plain) > SWEEP_LINK:
         raise CheckFailure(f"`sweep_errors[{r.SWEEP_SIZES[-1]}]` at width 256 is far from the validation error of "
                            "`net` (the same network): measure every error on the validation images.")
@@ -645,18 +759,20 @@ def check_q9(net_final, test_clean, test_shift2, shift_right, train_mlp, net, X_
     r = _reference()
     data = _data(X_tr, y_tr, X_val, y_val, X_test, y_test)
     n = len(data["y_test"])
-    clean = _accuracy("net_final", net_final, data["X_test"], data["y_test"])
-    moved = _accuracy("net_final", net_final, _shifted(shift_right, data["X_test"], 2), data["y_test"])
+    final = _mlp("net_final", net_final)
+    clean = final.accuracy(data["X_test"], data["y_test"])
+    moved = final.accuracy(_shifted(shift_right, data["X_test"], 2), data["y_test"])
     _expect_accuracy_of("test_clean", test_clean, clean, n, "`net_final` scores on the 600 test images")
     _expect_accuracy_of("test_shift2", test_shift2, moved, n,
                         "`net_final` scores on the 600 test images moved 2 pixels right")
     # always: a table of the validation labels in front of `net` (nothing retrained) passes the bands below
-    _expect_reproduced("net_final", net_final, train_mlp, torch.cat([data["X_tr"], data["X_val"]]),
-                       torch.cat([data["y_tr"], data["y_val"]]), data["X_test"][:50],
+    _expect_trains(net, data, "net_final")
+    _expect_reproduced(final, train_mlp, torch.cat([data["X_tr"], data["X_val"]]),
+                       torch.cat([data["y_tr"], data["y_val"]]),
                        "on the 1,200 development images (fitting, then validation)")
     if not _healthy(net, data):
         return
-    if _accuracy("net_final", net_final, data["X_val"], data["y_val"]) < FINAL_KNOWS_VALIDATION:
+    if final.accuracy(data["X_val"], data["y_val"]) < FINAL_KNOWS_VALIDATION:
         raise CheckFailure("`net_final` does not know the validation images: fit it on all 1,200 development images "
                            "(fitting and validation together).")
     expected = _trained(data)
@@ -731,9 +847,10 @@ def check_q10(random_shifts, X_aug, y_aug, net_aug, aug_accs, robustness_gain, c
         if float((found == 0).float().mean()) > 0.5 or found.unique().numel() < 4:
             raise CheckFailure(f"`X_aug`'s copy {k} is hardly shifted: draw each image's shift from -3 to 3.")
     values = _numbers("aug_accs", aug_accs, len(r.SHIFTS))
+    augmented = _mlp("net_aug", net_aug)
     scores = []
     for s, value in zip(r.SHIFTS, values):
-        score = _accuracy("net_aug", net_aug, _shifted(shift_right, data["X_val"], s), data["y_val"])
+        score = augmented.accuracy(_shifted(shift_right, data["X_val"], s), data["y_val"])
         _expect_accuracy_of(f"aug_accs[{s}]", value, score, len(data["y_val"]),
                             f"`net_aug` scores on the validation images moved {s} pixel(s) right")
         scores.append(score)
@@ -741,22 +858,24 @@ def check_q10(random_shifts, X_aug, y_aug, net_aug, aug_accs, robustness_gain, c
     try:
         before2 = _numbers("shift_accs", shift_accs, len(r.SHIFTS))[2]
     except CheckFailure:
-        before2 = _accuracy("net", net, _shifted(shift_right, data["X_val"], 2), data["y_val"])
+        before2 = _mlp("net", net).accuracy(_shifted(shift_right, data["X_val"], 2), data["y_val"])
     try:
         before0 = expect_number("val_acc", val_acc)
     except CheckFailure:
-        before0 = _accuracy("net", net, data["X_val"], data["y_val"])
+        before0 = _mlp("net", net).accuracy(data["X_val"], data["y_val"])
     if abs(expect_number("robustness_gain", robustness_gain) - (values[2] - before2)) > 1e-6:
         raise CheckFailure("`robustness_gain` is not aug_accs[2] - shift_accs[2].")
     if abs(expect_number("clean_cost", clean_cost) - (before0 - values[0])) > 1e-6:
         raise CheckFailure("`clean_cost` is not val_acc - aug_accs[0].")
     # always: `net` behind a test-time search over shifts (nothing retrained) can pass the bands below
-    _expect_reproduced("net_aug", net_aug, train_mlp, X_aug.detach(), y_aug.detach(), data["X_val"][:50],
+    _expect_trains(net, data, "net_aug")
+    _expect_reproduced(augmented, train_mlp, X_aug.detach(), y_aug.detach(),
                        f"on `X_aug`, `y_aug` with epochs={r.AUG_EPOCHS}", epochs=r.AUG_EPOCHS)
     if not _healthy(net, data):
         return
-    gain = scores[2] - _accuracy("net", net, _shifted(shift_right, data["X_val"], 2), data["y_val"])
-    cost = _accuracy("net", net, data["X_val"], data["y_val"]) - scores[0]
+    plain = _mlp("net", net)
+    gain = scores[2] - plain.accuracy(_shifted(shift_right, data["X_val"], 2), data["y_val"])
+    cost = plain.accuracy(data["X_val"], data["y_val"]) - scores[0]
     if gain < AUG_MIN_GAIN:
         raise CheckFailure("`net_aug` is hardly more robust to a 2-pixel shift than `net`: train it on `X_aug`, and "
                            "re-plot the cliff with `net_aug`.")
@@ -774,15 +893,17 @@ def check_q11(y_random, net_memo, memo_train_acc, memo_val_acc, train_mlp, net, 
         raise CheckFailure("`y_random` is not a permutation of the fitting labels `y_tr`.")
     if float((y_random == data["y_tr"]).float().mean()) > 0.5:
         raise CheckFailure("`y_random` keeps most fitting labels where they were: permute them at random.")
-    train = _accuracy("net_memo", net_memo, data["X_tr"], y_random)
-    held_out = _accuracy("net_memo", net_memo, data["X_val"], data["y_val"])
+    r = _reference()
+    memo = _mlp("net_memo", net_memo, r.MEMO_HIDDEN)
+    train = memo.accuracy(data["X_tr"], y_random)
+    held_out = memo.accuracy(data["X_val"], data["y_val"])
     _expect_accuracy_of("memo_train_acc", memo_train_acc, train, len(y_random),
                         "`net_memo` scores on the fitting images against the random labels `y_random`")
     _expect_accuracy_of("memo_val_acc", memo_val_acc, held_out, len(data["y_val"]),
                         "`net_memo` scores on the validation images against their true labels")
-    # always: a lookup table of `y_random` with random logits elsewhere (nothing trained) passes the bands below
-    r = _reference()
-    _expect_reproduced("net_memo", net_memo, train_mlp, data["X_tr"], y_random.detach(), data["X_val"][:50],
+    # always: a network holding weights that never saw `y_random` cannot stand in for the training asked
+    _expect_trains(net, data, "net_memo")
+    _expect_reproduced(memo, train_mlp, data["X_tr"], y_random.detach(),
                        f"on `X_tr` and `y_random` at hidden={r.MEMO_HIDDEN}, epochs={r.MEMO_EPOCHS}",
                        hidden=r.MEMO_HIDDEN, epochs=r.MEMO_EPOCHS)
     if not _healthy(net, data):

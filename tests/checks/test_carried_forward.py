@@ -243,12 +243,14 @@ def test_ib_a_sensible_wrong_equivariant_target_is_still_carried_forward(ib):
 def _ib_pipeline(ref, rel_err=None, predict=None):
     """The reference fit/predict/rel_err/targets as student functions, with ``rel_err`` or ``predict`` replaced."""
     return {"fit": ref.fit, "predict": predict or ref.predict, "rel_err": rel_err or ref.relative_error,
-            "equivariant_target": ref.equivariant_target, "vignetted_target": ref.vignetted_target}
+            "equivariant_target": ref.equivariant_target, "vignetted_target": ref.vignetted_target,
+            "neigh": ref.neigh}
 
 
 def _ib_q7(checks, ref, sigma, noise_free, funcs):
     return lambda: checks.check_q7(sigma, noise_free, funcs["fit"], funcs["predict"], funcs["rel_err"],
-                                   funcs["equivariant_target"], funcs["vignetted_target"], call_with_arrays)
+                                   funcs["equivariant_target"], funcs["vignetted_target"], call_with_arrays,
+                                   funcs["neigh"])
 
 
 def test_ib_a_relative_error_that_is_always_zero_is_not_carried_forward(ib):
@@ -275,7 +277,7 @@ def test_ib_a_relative_error_that_is_a_step_is_not_carried_forward(ib):
     checks, ref = ib
     funcs = _ib_pipeline(ref, rel_err=lambda y_hat, y: 0.0 if np.array_equal(y_hat, y) else 1.0)
     own = checks._Own(call_with_arrays, funcs["fit"], funcs["predict"], funcs["rel_err"],
-                      funcs["equivariant_target"], funcs["vignetted_target"])
+                      funcs["equivariant_target"], funcs["vignetted_target"], funcs["neigh"])
     ones = {(t, m): 1.0 for t in ref.TARGETS for m in checks.MODELS}
     err = np.ones((2, len(checks.MODELS), len(ref.SIZES), 1))
     actual = failures({"q7": _ib_q7(checks, ref, ref.noise_sd(), ones, funcs), "q8": _ib_q8(checks, ref, err, funcs)})
@@ -294,7 +296,7 @@ def test_ib_predictions_that_ignore_the_targets_are_not_carried_forward(ib, kind
     predict = (lambda model, params, x: np.ones_like(x)) if kind == "ones" else (lambda model, params, x: x.copy())
     funcs = _ib_pipeline(ref, predict=predict)
     own = checks._Own(call_with_arrays, funcs["fit"], funcs["predict"], funcs["rel_err"],
-                      funcs["equivariant_target"], funcs["vignetted_target"])
+                      funcs["equivariant_target"], funcs["vignetted_target"], funcs["neigh"])
     x_pool, x_test = ref.crops(ref.POOL_SIZE, np.random.default_rng(0)), ref.test_crops()
     noise_free = {(t, m): own.error(m, x_pool, own.target(t, x_pool), own.target(t, x_test))
                   for t in ref.TARGETS for m in checks.MODELS}
@@ -311,7 +313,7 @@ def test_ib_a_sensible_wrong_relative_error_is_still_carried_forward(ib):
 
     funcs = _ib_pipeline(ref, rel_err=rel_err_by_prediction)
     own = checks._Own(call_with_arrays, funcs["fit"], funcs["predict"], funcs["rel_err"], funcs["equivariant_target"],
-                      funcs["vignetted_target"])
+                      funcs["vignetted_target"], funcs["neigh"])
     assert own.degenerate() is None, "a relative error normalised by the prediction is sensible"
     x_pool, x_test = ref.crops(ref.POOL_SIZE, np.random.default_rng(0)), ref.test_crops()
     noise_free = {}
@@ -324,12 +326,13 @@ def test_ib_a_sensible_wrong_relative_error_is_still_carried_forward(ib):
     assert actual["q7"] is None, f"q7 should grade the student's noise-free errors on their own rel_err: {actual}"
 
 
-def _own_curves(checks, ref, funcs, sizes_computed) -> np.ndarray:
-    """Seed 0's learning-curve cells from ``funcs`` as the notebook computes them; 0.5 (made up) at other sizes."""
+def _own_curves(checks, ref, funcs, sizes_computed, seed: int = 0) -> np.ndarray:
+    """``seed``'s learning-curve cells from ``funcs`` as the notebook computes them, shape (2, 4, 6, 1), at the
+    sizes in ``sizes_computed``; 0.5 (made up) at the other sizes."""
     own = checks._Own(call_with_arrays, funcs["fit"], funcs["predict"], funcs["rel_err"],
-                      funcs["equivariant_target"], funcs["vignetted_target"])
+                      funcs["equivariant_target"], funcs["vignetted_target"], funcs["neigh"])
     err = np.full((2, len(checks.MODELS), len(ref.SIZES), 1), 0.5)
-    rng = np.random.default_rng(0)
+    rng = np.random.default_rng(seed)
     x_tr, x_test = ref.crops(ref.POOL_SIZE, rng), ref.test_crops()
     noise = ref.noise_sd() * rng.standard_normal(x_tr.shape)
     for t_i, t in enumerate(ref.TARGETS):
@@ -344,7 +347,7 @@ def _own_curves(checks, ref, funcs, sizes_computed) -> np.ndarray:
 def _ib_q8(checks, ref, err, funcs):
     return lambda: checks.check_q8(err, err[..., 0], err[..., 0], err[..., 0], funcs["fit"], funcs["predict"],
                                    funcs["rel_err"], funcs["equivariant_target"], funcs["vignetted_target"],
-                                   ref.noise_sd(), call_with_arrays)
+                                   ref.noise_sd(), call_with_arrays, funcs["neigh"])
 
 
 def _rel_err_by_prediction(y_hat, y):  # the catalogue's q6 mistake
@@ -360,6 +363,101 @@ def test_ib_learning_curves_made_up_except_a_few_cells_do_not_pass(ib):
         actual = failures({"q8": _ib_q8(checks, ref, err, funcs)})["q8"]
         assert actual is not None and "`err` has" in actual, \
             f"learning curves with 32 of 48 cells made up should fail q8 ({label}): {actual!r}"
+
+
+def test_ib_a_rel_err_right_on_the_property_tests_but_not_on_the_experiments_does_not_carry_made_up_curves(ib):
+    """rel_err is the reference's on q6's inputs, but halves every error on the 2,000 test crops the learning
+    curves score: the carried-forward check used to recompute the made-up (halved) curves with it."""
+    checks, ref = ib
+
+    def rel_err(y_hat, y):
+        honest = ref.relative_error(y_hat, y)
+        return 0.5 * honest if len(y) == ref.N_TEST else honest
+
+    funcs = _ib_pipeline(ref, rel_err=rel_err)
+    err = 0.5 * ref.learning_curves(seeds=(0,)).errors  # what the notebook computes with this rel_err
+    own = checks._Own(call_with_arrays, funcs["fit"], funcs["predict"], funcs["rel_err"],
+                      funcs["equivariant_target"], funcs["vignetted_target"], funcs["neigh"])
+    assert own.own == set() and own.degenerate() is None, "precondition: every function passes its own question"
+    actual = failures({"q8": _ib_q8(checks, ref, err, funcs)})["q8"]
+    assert actual is not None and "your functions give the right cells" in actual, \
+        f"halved learning curves from a rel_err that recognises the test crops should fail q8: {actual!r}"
+
+
+def test_ib_a_fit_right_on_the_property_tests_but_not_on_the_experiments_does_not_carry_made_up_errors(ib):
+    """fit is the reference's on q5's training sets (at most 300 crops), but fits twice the targets on the
+    1,024-crop pool of the noise-free errors: the made-up noise-free errors used to be recomputed with it."""
+    checks, ref = ib
+
+    def fit(model, X, Y):
+        return ref.fit(model, X, 2 * Y if len(X) == ref.POOL_SIZE else Y)
+
+    funcs = dict(_ib_pipeline(ref), fit=fit)
+    x_pool, x_test = ref.crops(ref.POOL_SIZE, np.random.default_rng(0)), ref.test_crops()
+    made_up = {}
+    for t in ref.TARGETS:
+        target = funcs[f"{t}_target"]
+        for m in checks.MODELS:
+            pred = ref.predict(m, fit(m, x_pool, target(x_pool)), x_test)
+            made_up[t, m] = ref.relative_error(pred, target(x_test))
+    assert made_up != ref.noise_free_errors(), "precondition: the special case changes the noise-free errors"
+    actual = failures({"q7": _ib_q7(checks, ref, ref.noise_sd(), made_up, funcs)})["q7"]
+    assert actual is not None and actual.startswith("`noise_free` is wrong"), \
+        f"noise-free errors from a fit that recognises the pool should fail q7: {actual!r}"
+
+
+def test_ib_a_rel_err_that_turns_after_its_own_question_does_not_carry_made_up_curves(ib):
+    """The third reviewer's hole: rel_err honest while q6 grades it, then halving every error. q8 used to run the
+    property test again, see it fail, and trust the student's rel_err; the verdict is now q6's, decided once."""
+    checks, ref = ib
+    calls = [0]
+
+    def rel_err(y_hat, y):
+        calls[0] += 1
+        honest = ref.relative_error(y_hat, y)
+        return honest if calls[0] <= 60 else 0.5 * honest  # q6's 40 examples, then the turn
+
+    def halving(y_hat, y):  # control: always halving, so wrong in q6 and honestly carried forward
+        return 0.5 * ref.relative_error(y_hat, y)
+
+    err = 0.5 * ref.learning_curves(seeds=(0,)).errors  # the halved curves
+    actual = failures({"q6": lambda: checks.check_q6(rel_err, call_with_arrays),
+                       "q8": _ib_q8(checks, ref, err, _ib_pipeline(ref, rel_err=rel_err)),
+                       "control_q6": lambda: checks.check_q6(halving, call_with_arrays),
+                       "control_q8": _ib_q8(checks, ref, err, _ib_pipeline(ref, rel_err=halving))})
+    assert actual["q6"] is None, f"precondition: rel_err passes q6 while it is honest: {actual['q6']!r}"
+    assert actual["q8"] is not None and "your functions give the right cells" in actual["q8"], \
+        f"halved learning curves from a rel_err that turns after q6 should fail q8: {actual['q8']!r}"
+    assert actual["control_q6"] is not None and actual["control_q8"] is None, \
+        f"control: a rel_err that always halves loses q6 and carries its own curves: {actual}"
+
+
+def test_ib_a_made_up_gap_from_a_target_that_passes_its_property_test_fails_q4(ib):
+    """The third reviewer's q4 hole: the vignetted target is the reference's except on the shifted test crops the
+    gap is measured on, where it answers a made-up gap; its own gap was carried forward although it passed."""
+    checks, ref = ib
+    x50 = ref.test_crops()[:50]
+    shifted = ref.shift_image(x50)
+
+    def vignetted(x):
+        if x.shape == shifted.shape and np.array_equal(x, shifted):
+            return ref.shift_image(ref.vignetted_target(x50)) + 0.2
+        return ref.vignetted_target(x)
+
+    actual = failures({"q4": lambda: checks.check_q4(ref.vignette_gain(), vignetted, 0.2, ref.equivariant_target,
+                                                     call_with_arrays, ref.neigh)})["q4"]
+    assert actual is not None and actual.startswith("`gap_vignetted` has the right type but the wrong value"), \
+        f"a made-up gap from a target graded as the reference's should fail q4: {actual!r}"
+
+
+def test_ib_only_functions_wrong_in_their_own_question_are_called_as_the_students(ib):
+    checks, ref = ib
+    funcs = _ib_pipeline(ref, rel_err=_rel_err_by_prediction)
+    own = checks._Own(call_with_arrays, funcs["fit"], funcs["predict"], funcs["rel_err"],
+                      funcs["equivariant_target"], funcs["vignetted_target"], funcs["neigh"])
+    assert own.own == {"rel_err"}, f"only the wrong rel_err should be the student's own: {own.own}"
+    assert own.fit is ref.fit and own.targets["vignetted"] is ref.vignetted_target, \
+        "a function right in its own question should be replaced by the reference's"
 
 
 def test_ib_learning_curves_on_a_sensible_wrong_relative_error_are_still_carried_forward(ib):
@@ -453,14 +551,12 @@ def _split_of(ref, seed: int) -> dict:
 
 def _constant_network(label: int = 0):
     """All-zero weights and a second bias that always says ``label``: what trains on made-up one-label data."""
-    weights = [torch.zeros(256, 784), torch.zeros(256), torch.zeros(10, 256), torch.zeros(10)]
-    weights[3][label] = 5.0
-
-    def net(X):
-        return torch.nn.functional.linear(torch.relu(torch.nn.functional.linear(X, weights[0], weights[1])),
-                                          weights[2], weights[3])
-
-    return net, weights
+    net = torch.nn.Sequential(torch.nn.Linear(784, 256), torch.nn.ReLU(), torch.nn.Linear(256, 10))
+    with torch.no_grad():
+        for p in net.parameters():
+            p.zero_()
+        net[2].bias[label] = 5.0
+    return net, [p.detach().clone() for p in net.parameters()]
 
 
 @pytest.mark.parametrize("made_up", ["all_black_one_label", "labels_shifted", "images_encode_labels"])
@@ -522,18 +618,50 @@ def wif_healthy(wif):
 
 def _lookup(inner, X: torch.Tensor, y: torch.Tensor):
     """``inner``'s logits, except on the rows of ``X``, where the logits say ``y``: a table, nothing trained."""
+    table = {row.numpy().tobytes(): int(label) for row, label in zip(X, y)}
 
     def model(x):
         out = inner(x).clone()
-        hit = (x[:, None, :] == X[None]).all(-1)
-        found = hit.any(1)
-        out[found] = torch.nn.functional.one_hot(y[hit.float().argmax(1)[found]], 10).float() * 100
+        for i, row in enumerate(x):
+            if row.numpy().tobytes() in table:
+                out[i] = torch.nn.functional.one_hot(torch.tensor(table[row.numpy().tobytes()]), 10).float() * 100
         return out
 
     return model
 
 
-def test_wif_a_wrapper_that_undoes_the_shuffle_does_not_pass_q4(wif_healthy):
+class _TableNetwork(torch.nn.Module):
+    """A freshly initialised MLP whose forward pass answers the label of every image it was given: a table
+    with real parameters, so that it crosses as a network and its forward agrees with its layers elsewhere."""
+
+    def __init__(self, X: torch.Tensor, y: torch.Tensor, hidden: int):
+        super().__init__()
+        torch.manual_seed(0)
+        self.layers = torch.nn.Sequential(torch.nn.Linear(784, hidden), torch.nn.ReLU(), torch.nn.Linear(hidden, 10))
+        self.table = _lookup(self.layers, X, y)
+
+    def forward(self, x):
+        return self.table(x)
+
+
+def _special_cased(honest, hidden: int, make):
+    """``honest`` (a train_mlp), except that at width ``hidden`` it returns ``make(X, y)``, nothing trained."""
+
+    def train_mlp(X, y, hidden_=256, epochs=30, seed=0, **kwargs):
+        width = kwargs.get("hidden", hidden_)
+        if width == hidden:
+            return make(X, y)
+        return honest(X, y, hidden=width, epochs=epochs, seed=seed)
+
+    return train_mlp
+
+
+def _score(model, X: torch.Tensor, y: torch.Tensor) -> float:
+    with torch.no_grad():
+        return (model(X).argmax(1) == y).float().mean().item()
+
+
+def test_wif_a_network_that_undoes_the_shuffle_does_not_pass_q4(wif_healthy):
     checks, ref, data, net = wif_healthy
     perm = ref.answers()["pixel_perm"]
     inverse = torch.argsort(perm)
@@ -541,18 +669,27 @@ def test_wif_a_wrapper_that_undoes_the_shuffle_does_not_pass_q4(wif_healthy):
     def unshuffle(x):  # `net` behind the inverse shuffle: scores what `net` scores, nothing retrained
         return net(x[:, inverse])
 
+    # Exercise 1's trick: net's first weight with its columns moved, an MLP on shuffled pixels, nothing retrained
+    moved = torch.nn.Sequential(torch.nn.Linear(784, 256), torch.nn.ReLU(), torch.nn.Linear(256, 10))
+    moved.load_state_dict({k: v.clone() for k, v in net.state_dict().items()})
     with torch.no_grad():
-        acc = (unshuffle(data["X_val"][:, perm]).argmax(1) == data["y_val"]).float().mean().item()
+        moved[0].weight.copy_(net[0].weight[:, perm])
     with torch.random.fork_rng(devices=[]):
         honest = ref.train_mlp(data["X_tr"][:, perm], data["y_tr"])
-    with torch.no_grad():
-        honest_acc = (honest(data["X_val"][:, perm]).argmax(1) == data["y_val"]).float().mean().item()
+    shuffled = data["X_val"][:, perm]
     actual = failures({
-        "wrapper": lambda: checks.check_q4(perm, unshuffle, acc, ref.train_mlp, net, *data.values()),
-        "retrained": lambda: checks.check_q4(perm, honest, honest_acc, ref.train_mlp, net, *data.values()),
+        "wrapper": lambda: checks.check_q4(perm, unshuffle, _score(unshuffle, shuffled, data["y_val"]),
+                                           ref.train_mlp, net, *data.values()),
+        "moved_weights": lambda: checks.check_q4(perm, moved, _score(moved, shuffled, data["y_val"]),
+                                                 ref.train_mlp, net, *data.values()),
+        "retrained": lambda: checks.check_q4(perm, honest, _score(honest, shuffled, data["y_val"]),
+                                             ref.train_mlp, net, *data.values()),
     })
-    assert actual["wrapper"] is not None and actual["wrapper"].startswith("`net_shuffled` is not the network"), \
-        f"a wrapper undoing the shuffle in front of a healthy `net` should fail q4: {actual['wrapper']!r}"
+    assert actual["wrapper"] is not None and actual["wrapper"].startswith("`net_shuffled` should be a PyTorch network"), \
+        f"a function undoing the shuffle in front of a healthy `net` should fail q4: {actual['wrapper']!r}"
+    assert actual["moved_weights"] is not None and \
+        actual["moved_weights"].startswith("`net_shuffled` is not the network `train_mlp` trains"), \
+        f"net's weights with their columns moved (nothing retrained) should fail q4: {actual['moved_weights']!r}"
     assert actual["retrained"] is None, f"the network retrained on shuffled pixels should pass q4: {actual['retrained']!r}"
 
 
@@ -560,14 +697,62 @@ def test_wif_a_lookup_table_of_random_labels_does_not_pass_q11(wif_healthy):
     checks, ref, data, net = wif_healthy
     y_random = data["y_tr"][torch.randperm(1000, generator=torch.Generator().manual_seed(0))]
     noise = _lookup(lambda x: torch.randn(len(x), 10, generator=torch.Generator().manual_seed(1)), data["X_tr"], y_random)
-    with torch.no_grad():
-        train = (noise(data["X_tr"]).argmax(1) == y_random).float().mean().item()
-        held_out = (noise(data["X_val"]).argmax(1) == data["y_val"]).float().mean().item()
+    train, held_out = _score(noise, data["X_tr"], y_random), _score(noise, data["X_val"], data["y_val"])
     assert train == 1.0 and held_out < checks.MEMO_MAX_VAL, f"the table should sit inside q11's bands: {train}, {held_out}"
     actual = failures({"q11": lambda: checks.check_q11(y_random, noise, train, held_out, ref.train_mlp, net,
                                                        *data.values())})["q11"]
-    assert actual is not None and actual.startswith("`net_memo` is not the network"), \
+    assert actual is not None and actual.startswith("`net_memo` should be a PyTorch network"), \
         f"a lookup table of the random labels should fail q11: {actual!r}"
+
+
+@pytest.mark.parametrize("table", ["function", "network"])
+def test_wif_a_train_mlp_that_returns_a_table_only_at_the_memo_width_does_not_pass_q11(wif_healthy, table):
+    """The second reviewer's hole: ``train_mlp`` special-cased for q11's arguments, so that the judge's
+    own call of it returns the same table. The table scores inside q11's bands by its forward pass."""
+    checks, ref, data, net = wif_healthy
+    y_random = data["y_tr"][torch.randperm(1000, generator=torch.Generator().manual_seed(0))]
+    if table == "function":
+        def make(X, y):
+            return _lookup(lambda x: torch.randn(len(x), 10, generator=torch.Generator().manual_seed(1)), X, y)
+    else:
+        def make(X, y):
+            with torch.random.fork_rng(devices=[]):
+                return _TableNetwork(X, y, ref.MEMO_HIDDEN)
+    train_mlp = _special_cased(ref.train_mlp, ref.MEMO_HIDDEN, make)
+    net_memo = train_mlp(data["X_tr"], y_random, hidden=ref.MEMO_HIDDEN, epochs=ref.MEMO_EPOCHS)
+    train, held_out = _score(net_memo, data["X_tr"], y_random), _score(net_memo, data["X_val"], data["y_val"])
+    assert train == 1.0 and held_out < checks.MEMO_MAX_VAL, f"the table should sit inside q11's bands: {train}, {held_out}"
+    actual = failures({"q11": lambda: checks.check_q11(y_random, net_memo, train, held_out, train_mlp, net,
+                                                       *data.values())})["q11"]
+    expected_start = {"function": "`net_memo` should be a PyTorch network",
+                      # its layers, which the grader scores, were never trained: they score chance on `X_tr`
+                      "network": "`memo_train_acc` is not the accuracy `net_memo` scores"}[table]
+    assert actual is not None and actual.startswith(expected_start), \
+        f"a train_mlp that returns a {table} table at width {ref.MEMO_HIDDEN} should fail q11: {actual!r}"
+
+
+def test_wif_a_train_mlp_that_returns_a_table_at_one_sweep_width_does_not_pass_q7(wif_healthy):
+    """The same trick on the sweep: a table network at width 64 (the curve's flat end) gives a made-up point."""
+    checks, ref, data, net = wif_healthy
+    X_val, y_val = data["X_val"], data["y_val"]
+
+    def make(X, y):  # a table of the validation images: what a made-up low error needs
+        with torch.random.fork_rng(devices=[]):
+            return _TableNetwork(X_val, y_val, 64)
+
+    train_mlp = _special_cased(ref.train_mlp, 64, make)
+    sweep = {}
+    for n in ref.SWEEP_SIZES:
+        sweep[n] = []
+        for h in ref.WIDTHS:
+            with torch.random.fork_rng(devices=[]):
+                model = train_mlp(data["X_tr"][:n], data["y_tr"][:n], hidden=h, epochs=ref.SWEEP_EPOCHS)
+            sweep[n].append(1 - _score(model, X_val, y_val))
+    assert sweep[300][ref.WIDTHS.index(64)] == 0.0, "the table should answer every validation image"
+    actual = failures({"q7": lambda: checks.check_q7(list(ref.WIDTHS), sweep, train_mlp, net, *data.values())})["q7"]
+    assert actual is not None and actual.startswith("the network `train_mlp` returned for the first 300 fitting "
+                                                    "images at width 64 called on images does not give"), \
+        f"a table at width 64 should fail q7: {actual!r}"
 
 
 def test_wif_a_made_up_sweep_does_not_pass_q7(wif_healthy):
@@ -583,36 +768,96 @@ def test_wif_a_made_up_sweep_does_not_pass_q7(wif_healthy):
 
 
 
-def _own_seed(checks, ref, funcs, seed: int) -> np.ndarray:
-    """Every learning-curve cell of ``seed`` from ``funcs``, as the notebook computes them: shape (2, 4, 6, 1)."""
-    own = checks._Own(call_with_arrays, funcs["fit"], funcs["predict"], funcs["rel_err"],
-                      funcs["equivariant_target"], funcs["vignetted_target"])
-    err = np.empty((2, len(checks.MODELS), len(ref.SIZES), 1))
-    rng = np.random.default_rng(seed)
-    x_tr, x_test = ref.crops(ref.POOL_SIZE, rng), ref.test_crops()
-    noise = ref.noise_sd() * rng.standard_normal(x_tr.shape)
-    for t_i, t in enumerate(ref.TARGETS):
-        y_tr, y_test = own.target(t, x_tr) + noise, own.target(t, x_test)
-        for m_i, m in enumerate(checks.MODELS):
-            for k, n in enumerate(ref.SIZES):
-                err[t_i, m_i, k, 0] = own.error(m, x_tr[:n], y_tr[:n], y_test)
-    return err
-
-
 def test_ib_carried_forward_learning_curves_are_checked_on_every_seed(ib):
     """Seed 0 on a sensible wrong rel_err (carried forward), seed 1 a copy of it (a loop over seeds that reuses
     seed 0's draw): the reference's functions fail it, and carried forward it must fail too; seed 1 computed passes."""
     checks, ref = ib
     funcs = _ib_pipeline(ref, rel_err=_rel_err_by_prediction)
-    seed0, seed1 = _own_seed(checks, ref, funcs, 0), _own_seed(checks, ref, funcs, 1)
+    seed0, seed1 = (_own_curves(checks, ref, funcs, ref.SIZES, seed) for seed in (0, 1))
 
     def q8(err):
         return lambda: checks.check_q8(err, np.median(err, axis=-1), err.min(axis=-1), err.max(axis=-1), funcs["fit"],
                                        funcs["predict"], funcs["rel_err"], funcs["equivariant_target"],
-                                       funcs["vignetted_target"], ref.noise_sd(), call_with_arrays)
+                                       funcs["vignetted_target"], ref.noise_sd(), call_with_arrays, funcs["neigh"])
 
     actual = failures({"repeated": q8(np.concatenate([seed0, seed0], axis=-1)),
                        "computed": q8(np.concatenate([seed0, seed1], axis=-1))})
     assert actual["repeated"] is not None and "e.g. seed 1," in actual["repeated"], \
         f"learning curves whose seed 1 repeats seed 0 should fail q8 at seed 1: {actual['repeated']!r}"
     assert actual["computed"] is None, f"two seeds computed on the student's own rel_err should pass q8: {actual}"
+
+
+# ---------------------------------------------------------------- when_it_fails: the third reviewer's holes
+
+
+def _variant_train_mlp(ref, kind: str):
+    """The recipe's train_mlp with one mistake: ``"untrained"`` (no pass over the data), ``"epochs_ignored"``
+    (always 30 epochs), ``"globals"`` (trains on the fitting set, whatever it is given)."""
+    a = ref.answers()
+
+    def train_mlp(X, y, hidden=256, epochs=30, seed=0):
+        if kind == "untrained":
+            epochs = 0
+        elif kind == "epochs_ignored":
+            epochs = 30
+        elif kind == "globals":
+            X, y = a["X_tr"], a["y_tr"]
+        return ref.train_mlp(X, y, hidden=hidden, epochs=epochs, seed=seed)
+
+    return train_mlp
+
+
+@pytest.mark.parametrize("kind, message", [
+    ("epochs_ignored", "`train_mlp` gives the same model for epochs=2 and epochs=3"),
+    ("globals", "`train_mlp` gives the same model for other labels"),
+])
+def test_wif_a_train_mlp_that_ignores_an_argument_fails_q2(wif, kind, message):
+    """q2's net (trained with the defaults on X_tr) cannot show it; the small problem of check_train_function can."""
+    checks, _ = wif
+    from reference import when_it_fails as ref
+
+    actual = failures({"q2": lambda: checks.check_train_function(_variant_train_mlp(ref, kind))})["q2"]
+    assert actual is not None and actual.startswith(message), f"{kind}: q2 should fail: {actual!r}"
+    control = failures({"q2": lambda: checks.check_train_function(ref.train_mlp)})["q2"]
+    assert control is None, f"control: the recipe's train_mlp passes: {control!r}"
+
+
+def test_wif_an_untrained_train_mlp_is_not_carried_forward(wif_healthy):
+    """A train_mlp with no pass over the data: every later network is what it gives (untrained), so only a
+    gate on net's accuracy keeps q11 from passing; a train_mlp without zero_grad (0.41) is still carried."""
+    checks, ref, data, _ = wif_healthy
+    y_random = data["y_tr"][torch.randperm(1000, generator=torch.Generator().manual_seed(0))]
+    train_mlp = _variant_train_mlp(ref, "untrained")
+    net = train_mlp(data["X_tr"], data["y_tr"])
+    net_memo = train_mlp(data["X_tr"], y_random, hidden=ref.MEMO_HIDDEN, epochs=ref.MEMO_EPOCHS)
+    train, held_out = _score(net_memo, data["X_tr"], y_random), _score(net_memo, data["X_val"], data["y_val"])
+    actual = failures({"q11": lambda: checks.check_q11(y_random, net_memo, train, held_out, train_mlp, net,
+                                                       *data.values())})["q11"]
+    assert actual is not None and actual.startswith("`net_memo` cannot be graded on your own `train_mlp`"), \
+        f"an untrained net_memo from an untrained train_mlp should fail q11: {actual!r}"
+    assert _score(net, data["X_val"], data["y_val"]) < checks.MIN_CARRIED_ACCURACY, "precondition: untrained net"
+
+
+def test_wif_a_shift_right_that_passes_q3_is_graded_as_the_reference_in_q9(wif_healthy):
+    """shift_right right on q3's property test but moving the test images 1 pixel where 2 are asked: test_shift2
+    made with it used to be carried forward; a shift that passed q3 is now the reference's in q9."""
+    checks, ref, data, _ = wif_healthy
+    X_test = data["X_test"]
+
+    def shift_right(x, s):
+        if x.shape == X_test.shape and torch.equal(x, X_test):
+            s = 1
+        return ref.shift_right(x, s)
+
+    with torch.random.fork_rng(devices=[]):
+        net_final = ref.train_mlp(torch.cat([data["X_tr"], data["X_val"]]), torch.cat([data["y_tr"], data["y_val"]]))
+    clean = _score(net_final, X_test, data["y_test"])
+    made_up = _score(net_final, shift_right(X_test, 2), data["y_test"])
+    honest = _score(net_final, ref.shift_right(X_test, 2), data["y_test"])
+    assert abs(made_up - honest) > 1.5 / len(X_test), "precondition: the special case changes test_shift2"
+    actual = failures({"q3": lambda: checks.check_shift_function(shift_right),
+                       "q9": lambda: checks.check_q9(net_final, clean, made_up, shift_right, ref.train_mlp,
+                                                     wif_healthy[3], *data.values())})
+    assert actual["q3"] is None, f"precondition: the special case passes q3's property test: {actual['q3']!r}"
+    assert actual["q9"] is not None and actual["q9"].startswith("`test_shift2` is not the accuracy"), \
+        f"test_shift2 made with a special-cased shift should fail q9: {actual['q9']!r}"

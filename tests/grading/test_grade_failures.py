@@ -186,6 +186,18 @@ def test_write_csv_has_one_column_per_question(tmp_path):
     assert actual == expected, f"expected rows {expected}, got {actual}"
 
 
+def test_questions_are_listed_in_notebook_order_not_string_order(tmp_path):
+    """Otter's results list q10 before q2; the table and the CSV list q2 first, as the notebook does."""
+    scores = {q: (0.0, 1.0) for q in ("q1_1", "q10", "q11", "q1_10", "q2", "q1_2")}
+    results = [GradeResult(Path("/subs/all_wrong.ipynb"), Path("r"), scores)]
+    actual_table = format_table(results).splitlines()[1]
+    assert actual_table.endswith("q1_1 (0/1), q1_2 (0/1), q1_10 (0/1), q2 (0/1), q10 (0/1), q11 (0/1)"), actual_table
+    write_csv(results, ["all_wrong"], tmp_path / "scores.csv")
+    actual_header = read_csv(tmp_path / "scores.csv")[0]
+    expected_header = ["submission", "q1_1", "q1_2", "q1_10", "q2", "q10", "q11", "total", "possible", "error"]
+    assert actual_header == expected_header, f"CSV columns out of notebook order: {actual_header}"
+
+
 # ---------------------------------------------------------------- grade_one / grade_many without otter run
 
 

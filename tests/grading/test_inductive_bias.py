@@ -3,44 +3,33 @@
 Every submission goes through the hardened judge (``autograder.grade``), as
 Gradescope would run it. The catalogue of wrong and alternative submissions
 lives in ``tests/fixtures/inductive_bias/catalogue.py``. All are graded in one
-batch (two at a time) by a module fixture; each test reads its own row.
+batch (two at a time) by a module fixture; each test reads its own row
+(shared assertions: ``tests/grading/common.py``).
 """
 
 from __future__ import annotations
 
-import filecmp
-import json
-
 import pytest
 
-from autograder.build import build_assignment
-from autograder.grade import grade_many
-from tests.fixtures.inductive_bias.catalogue import ALTERNATIVE, WRONG
-from tests.fixtures.submissions import apply
+from tests.fixtures.inductive_bias.catalogue import ALTERNATIVE, HOSTILE, WRONG
+from tests.grading import common
 
 pytestmark = pytest.mark.grading
 
+NAME = "inductive_bias"
 #: The points of every autograded question, as the master notebook sets them.
 EXPECTED_POINTS = {"q1": 2, "q2": 3, "q3": 2, "q4": 2, "q5": 4, "q6": 1, "q7": 2, "q8": 4}
 
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
-    """``inductive_bias`` built once (otter assign, its own tests run), outside the committed tree."""
-    root = tmp_path_factory.mktemp("inductive_bias")
-    return build_assignment("inductive_bias", run_tests=True, build_root=root / "build",
-                            student_root=root / "student_template")
+    return common.build_once(NAME, tmp_path_factory)
 
 
 @pytest.fixture(scope="module")
 def graded(built, tmp_path_factory):
     """Every submission of this module graded once: ``{label: GradeResult}``."""
-    work = tmp_path_factory.mktemp("submissions")
-    subs = {"solution": built.solution, "blank": built.student_dir / "inductive_bias.ipynb"}
-    for variant in WRONG + ALTERNATIVE:
-        subs[variant.name] = apply(built.solution, variant, work / f"{variant.name}.ipynb")
-    results = grade_many(built.autograder_zip, list(subs.values()), work / "graded", jobs=2, progress=False)
-    return dict(zip(subs, results))
+    return common.grade_catalogue(built, WRONG + ALTERNATIVE + [v for v, _ in HOSTILE], tmp_path_factory)
 
 
 def test_catalogue_is_large_enough():
@@ -48,50 +37,38 @@ def test_catalogue_is_large_enough():
 
 
 def test_solution_scores_full_marks(graded):
-    actual = graded["solution"]
-    assert actual.error is None, actual.error
-    expected = {q: (float(p), float(p)) for q, p in EXPECTED_POINTS.items()}
-    assert actual.scores == expected, f"solution lost points: {actual.scores}"
-    results = json.loads(actual.results_path.read_text())
-    public = next(t for t in results["tests"] if t["name"] == "Public Tests")
-    assert public.get("status") == "passed", f"the solution fails a public test: {public.get('output')}"
+    common.assert_solution_scores_full_marks(graded["solution"], EXPECTED_POINTS)
 
 
 def test_blank_student_notebook_scores_zero_without_crashing(graded):
-    actual = graded["blank"]
-    assert actual.error is None, f"the blank notebook crashed the grader: {actual.error}"
-    assert set(actual.scores) == set(EXPECTED_POINTS), "every question should appear in the blank's results"
-    assert actual.total == 0.0, f"the blank notebook earned points: {actual.scores}"
+    common.assert_blank_scores_zero(graded["blank"], EXPECTED_POINTS, says_placeholder=False)
 
 
 @pytest.mark.parametrize("variant", WRONG, ids=lambda v: v.name)
 def test_wrong_submission_loses_exactly_its_question(graded, variant):
-    actual = graded[variant.name]
-    assert actual.error is None, actual.error
-    expected = {q: (0.0 if q == variant.loses else float(p), float(p)) for q, p in EXPECTED_POINTS.items()}
-    assert actual.scores == expected, f"{variant.why}: expected to lose {variant.loses} only, got {actual.scores}"
+    common.assert_loses_exactly(graded[variant.name], EXPECTED_POINTS, variant.loses, variant.why)
 
 
 @pytest.mark.parametrize("variant", ALTERNATIVE, ids=lambda v: v.name)
 def test_alternative_correct_submission_scores_full_marks(graded, variant):
-    actual = graded[variant.name]
-    assert actual.error is None, actual.error
-    assert actual.total == sum(EXPECTED_POINTS.values()), f"{variant.why}: lost {actual.scores}"
+    common.assert_full_marks(graded[variant.name], EXPECTED_POINTS, variant.why)
+
+
+@pytest.mark.parametrize("variant, losing", HOSTILE, ids=lambda v: getattr(v, "name", ""))
+def test_hostile_submission_gains_nothing(graded, variant, losing):
+    """A rel_err honest in q6 and made up later (q8 keeps q6's verdict: the reference's), or made up from the
+    start (trusted as the student's own only if it grows with the error: it does not)."""
+    common.assert_loses_exactly(graded[variant.name], EXPECTED_POINTS, losing, variant.why)
+    expected_reason = {"stateful_rel_err": "your functions give the right cells",
+                       "made_up_rel_err": "`rel_err` does not grow with the error of the prediction"}[variant.name]
+    q8 = common.test_output(graded[variant.name], "q8")
+    assert expected_reason in q8, q8
 
 
 def test_hidden_failures_name_the_function_and_hide_expected_values(graded):
-    results = json.loads(graded["rel_err_by_prediction"].results_path.read_text())
-    q6 = next(t for t in results["tests"] if t["name"].startswith("q6"))
-    assert "rel_err" in q6["output"], q6["output"]
+    q6 = common.test_output(graded["rel_err_by_prediction"], "q6")
+    assert "rel_err" in q6, q6
 
 
 def test_committed_student_version_is_up_to_date(built, repo):
-    """student_template/inductive_bias/ is what building the master notebook writes now."""
-    committed = repo / "student_template" / "inductive_bias"
-    fresh = built.student_dir
-    compared = filecmp.dircmp(committed, fresh)
-    assert not compared.left_only and not compared.right_only, (
-        f"files differ: {compared.left_only} / {compared.right_only}; run `python -m autograder build inductive_bias`")
-    _, mismatch, errors = filecmp.cmpfiles(committed, fresh, compared.common_files, shallow=False)
-    assert not mismatch and not errors, (
-        f"out of date: {mismatch}; run `python -m autograder build inductive_bias` and commit student_template/")
+    common.assert_student_version_up_to_date(NAME, built.student_dir, repo)

@@ -1,0 +1,107 @@
+"""What every assignment's end-to-end grading module shares.
+
+Each ``tests/grading/test_NAME.py`` builds its assignment once into a
+scratch folder, grades the solution, the blank student notebook and its
+catalogue (``tests/fixtures/NAME/catalogue.py``) in one batch through the
+hardened judge (two at a time), then reads one row per test. The assertions
+that are the same for every assignment live here, each with its own message.
+"""
+
+from __future__ import annotations
+
+import filecmp
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from autograder.build import BuiltAssignment, build_assignment
+from autograder.grade import GradeResult, grade_many
+from tests.fixtures.submissions import Variant, apply
+
+
+def build_once(name: str, tmp_path_factory) -> BuiltAssignment:
+    """``name`` built (otter assign, its own tests run) into a scratch folder, outside the committed tree.
+
+    The build executes the solution notebook in Otter's own process at one
+    thread (unless the caller set another): the thread count the references
+    are computed at and the batch grades at, and no oversubscription of a
+    loaded 2-core machine.
+    """
+    root = tmp_path_factory.mktemp(name)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("OMP_NUM_THREADS", os.environ.get("OMP_NUM_THREADS", "1"))
+        mp.setenv("MKL_NUM_THREADS", os.environ.get("MKL_NUM_THREADS", "1"))
+        return build_assignment(name, run_tests=True, build_root=root / "build", student_root=root / "student_template")
+
+
+def grade_catalogue(built: BuiltAssignment, variants: list[Variant], tmp_path_factory,
+                    extra: dict[str, Path] | None = None) -> dict[str, GradeResult]:
+    """The solution (``"solution"``), the blank student notebook (``"blank"``), every variant (by its name)
+    and ``extra`` submissions, graded in one batch: ``{label: GradeResult}``."""
+    work = tmp_path_factory.mktemp(f"{built.name}_submissions")
+    subs = {"solution": built.solution, "blank": built.student_dir / f"{built.name}.ipynb"}
+    for variant in variants:
+        subs[variant.name] = apply(built.solution, variant, work / f"{variant.name}.ipynb")
+    subs.update(extra or {})
+    results = grade_many(built.autograder_zip, list(subs.values()), work / "graded", jobs=2, progress=False)
+    return dict(zip(subs, results))
+
+
+def expected_scores(points: dict[str, int], losing: tuple[str, ...] | set[str] = ()) -> dict[str, tuple[float, float]]:
+    """Every question's ``(score, possible)``: nothing for the questions in ``losing``, full points elsewhere."""
+    return {q: (0.0 if q in losing else float(p), float(p)) for q, p in points.items()}
+
+
+def test_output(actual: GradeResult, question: str) -> str:
+    """What the results file shows the student for ``question`` (the test whose name starts with it)."""
+    results = json.loads(actual.results_path.read_text())
+    return next(t for t in results["tests"] if t["name"].startswith(question)).get("output", "")
+
+
+test_output.__test__ = False  # a helper, not a pytest test
+
+
+def assert_solution_scores_full_marks(actual: GradeResult, points: dict[str, int]) -> None:
+    assert actual.error is None, actual.error
+    assert actual.scores == expected_scores(points), f"solution lost points: {actual.scores}"
+    results = json.loads(actual.results_path.read_text())
+    public = next(t for t in results["tests"] if t["name"] == "Public Tests")
+    assert public.get("status") == "passed", f"the solution fails a public test: {public.get('output')}"
+
+
+def assert_blank_scores_zero(actual: GradeResult, points: dict[str, int], says_placeholder: bool = True) -> None:
+    """The blank student notebook: graded without crashing, every question present, 0 points; with
+    ``says_placeholder``, the messages name the unfilled ``...``."""
+    assert actual.error is None, f"the blank notebook crashed the grader: {actual.error}"
+    assert set(actual.scores) == set(points), "every question should appear in the blank's results"
+    assert actual.total == 0.0, f"the blank notebook earned points: {actual.scores}"
+    if says_placeholder:
+        results = json.loads(actual.results_path.read_text())
+        messages = " ".join(t.get("output", "") for t in results["tests"])
+        assert "still `...`" in messages, "a blank answer should be reported as the unfilled placeholder"
+
+
+def assert_loses_exactly(actual: GradeResult, points: dict[str, int], losing, why: str) -> None:
+    """``actual`` loses every point of the questions in ``losing`` and keeps all the others."""
+    losing = (losing,) if isinstance(losing, str) else tuple(losing)
+    assert actual.error is None, actual.error
+    assert actual.scores == expected_scores(points, losing), \
+        f"{why}: expected to lose {list(losing)} only, got {actual.scores}"
+
+
+def assert_full_marks(actual: GradeResult, points: dict[str, int], why: str) -> None:
+    assert actual.error is None, actual.error
+    assert actual.total == sum(points.values()), f"{why}: lost {actual.scores}"
+
+
+def assert_student_version_up_to_date(name: str, fresh: Path, repo: Path) -> None:
+    """``student_template/NAME/`` is what building the master notebook writes now."""
+    committed = repo / "student_template" / name
+    compared = filecmp.dircmp(committed, fresh)
+    assert not compared.left_only and not compared.right_only, (
+        f"files differ: {compared.left_only} / {compared.right_only}; run `python -m autograder build {name}`")
+    _, mismatch, errors = filecmp.cmpfiles(committed, fresh, compared.common_files, shallow=False)
+    assert not mismatch and not errors, (
+        f"out of date: {mismatch}; run `python -m autograder build {name}` and commit student_template/")
