@@ -213,6 +213,8 @@ class Handle:
     Attributes:
         type_name: the callable's type name, as the student process reported it.
         key: which student object it is (the same object read twice has the same key).
+        variable: the student's name it was read under, when the judge read it by name (the same
+            name after the student process was restarted and the notebook replayed).
         is_module: whether the student process reported a ``torch.nn.Module``.
         parameters: for a ``torch.nn.Module``, copies of its parameter tensors
             in ``parameters()`` order, taken when the value crossed; ``None``
@@ -224,6 +226,7 @@ class Handle:
 
     type_name: str = ""
     key: tuple = ()
+    variable: str | None = None
     is_module: bool = False
     parameters: tuple[torch.Tensor, ...] | None = None
 

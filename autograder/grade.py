@@ -23,6 +23,7 @@ import math
 import os
 import re
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -183,6 +184,38 @@ def _limit_flags(limits: Limits | None) -> list[str]:
             for f in fields(limits) for value in [getattr(limits, f.name)]]
 
 
+def protect_inputs(submissions: list[Path], out_dir: Path) -> list[str]:
+    """When grading runs as root: make the submissions, their folders and ``out_dir`` unreadable to other users.
+
+    Student code runs as another, unprivileged user (``autograder.judge``),
+    who could otherwise read the other submissions of a batch (or list their
+    file names, which may name students) and the results written so far.
+    Files and folders lose every permission of "group" and "other"; a folder
+    with the sticky bit (``/tmp``) or ``/`` is left as it is (its files are
+    still locked), as is a symbolic link. ``out_dir`` is created if missing.
+
+    Returns:
+        the paths whose mode changed (empty when not running as root).
+    """
+    if os.geteuid() != 0:
+        return []
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = [out_dir] + [Path(s) for s in submissions] + sorted({Path(s).absolute().parent for s in submissions})
+    changed = []
+    for path in dict.fromkeys(paths):
+        try:
+            info = path.lstat()
+        except OSError:
+            continue  # a missing submission gets its own "does not exist" results
+        if stat.S_ISLNK(info.st_mode) or str(path) == "/" or (stat.S_ISDIR(info.st_mode) and info.st_mode & stat.S_ISVTX):
+            continue
+        if info.st_mode & 0o077:
+            path.chmod(stat.S_IMODE(info.st_mode) & ~0o077)
+            changed.append(str(path))
+    return changed
+
+
 def stage_submission(submission: Path, folder: Path) -> Path:
     """A private copy of ``submission`` to grade: ``folder/staged-submission<suffix>``.
 
@@ -272,6 +305,7 @@ def grade_one(autograder_zip: Path, submission: Path, out_dir: Path, timeout: fl
     if not autograder_zip.is_file():
         raise FileNotFoundError(f"no autograder zip at {autograder_zip}: run `python -m autograder build` first")
     out_dir.mkdir(parents=True, exist_ok=True)
+    protect_inputs([submission], out_dir)
     results_path = out_dir / "results.json"
     results_path.unlink(missing_ok=True)
     started = time.perf_counter()
@@ -323,6 +357,7 @@ def grade_many(autograder_zip: Path, submissions: list[Path], out_dir: Path, job
 
     judge_limits(limits, timeout, runner)  # bad limits fail here, before any grading
     out_dir = Path(out_dir)
+    protect_inputs([Path(s) for s in submissions], out_dir)  # before the first student code runs
     labels, seen = [], {}
     for sub in submissions:
         label = submission_label(Path(sub))

@@ -407,6 +407,7 @@ class Session:
         self.records: list[CellRecord] = []
         self.skipped: set[int] = set()
         self.last_failure: str | None = None  # why the last call stopped the process, for the calls after it
+        self.restarts: list[str] = []  # why the process was restarted after the notebook ran, for the output
 
     def remaining(self) -> float:
         return self.deadline_at - time.monotonic()
@@ -457,6 +458,7 @@ class Session:
 
     def ensure_alive(self) -> None:
         if not self.process.alive and self.remaining() > 0:
+            self.restarts.append(self.last_failure or "the student process had stopped")
             self.rebuild()
 
     # -- the judge's questions
@@ -569,6 +571,7 @@ class StudentEnvironment(dict):
     def __init__(self, session: Session, names: list[str]):
         super().__init__()
         self._session, self._names, self._generation = session, sorted(set(names)), None
+        self._first: dict[str, Any] | None = None
 
     def refresh(self) -> None:
         """Take the snapshot, unless it is of the student process that is running now."""
@@ -593,7 +596,31 @@ class StudentEnvironment(dict):
             self._generation = self._session.process.generation
             stale = any(isinstance(v, RemoteCallable) and v._generation != self._generation for v in dict.values(self))
             if not stale or not self._session.process.alive:
-                return  # else an unreadable name restarted the process after earlier names were read: again
+                break  # else an unreadable name restarted the process after earlier names were read: again
+        for name in self._names:
+            if isinstance(dict.get(self, name), RemoteCallable):
+                dict.get(self, name).variable = name
+        if self._first is None:
+            self._first = dict(self)
+        else:
+            self._keep_first()
+
+    def _keep_first(self) -> None:
+        """After a restart: the first snapshot's data, and its networks' parameters, stand.
+
+        Only the handles of functions are new (the old ones died with the old
+        process). A notebook that gives other values when it is replayed (it
+        looks for a file its first run wrote, a clock, a random draw) cannot
+        change what later questions read; a network that is not the one first
+        read fails its forward check against the first parameters.
+        """
+        for name, first in self._first.items():
+            now = dict.get(self, name)
+            if first is None or _holds_handle(first):
+                if isinstance(first, RemoteCallable) and isinstance(now, RemoteCallable):
+                    now.is_module, now.parameters = first.is_module, first.parameters
+                continue
+            self[name] = first
 
     def get(self, name, default=None):
         self.refresh()
@@ -604,6 +631,19 @@ class StudentEnvironment(dict):
                 self[name] = None
         value = dict.get(self, name)
         return default if value is None else value
+
+
+def _holds_handle(value: Any, depth: int = 0) -> bool:
+    """Whether a rebuilt value is, or contains, a handle of the student process (which dies with it)."""
+    if isinstance(value, RemoteCallable):
+        return True
+    if depth > channel.MAX_DEPTH:
+        return False
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return any(_holds_handle(v, depth + 1) for v in value)
+    if isinstance(value, dict):
+        return any(_holds_handle(v, depth + 1) for v in value.values())
+    return False
 
 
 def names_read_by(test_files: list) -> list[str]:
@@ -858,6 +898,7 @@ def _grade(autograder_zip: Path, submission: Path, limits: Limits, started: floa
             test_file.run(env)
         grading = GradingResults(test_files)
         notes.extend(_cell_notes(session.records))
+        notes.extend(_restart_notes(session.restarts))
         grading.set_output("\n".join(notes))
         return grading.to_gradescope_dict(ag_config)
     finally:
@@ -867,6 +908,17 @@ def _grade(autograder_zip: Path, submission: Path, limits: Limits, started: floa
             os.close(slot_lock)
         shutil.rmtree(private, ignore_errors=True)
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _restart_notes(restarts: list[str]) -> list[str]:
+    """One line per distinct reason the student process was restarted while the questions were graded."""
+    if not restarts:
+        return []
+    counts: dict[str, int] = {}
+    for reason in restarts:
+        counts[reason] = counts.get(reason, 0) + 1
+    return [f"the student process was restarted {n} time(s) while the questions were graded (the notebook "
+            f"replayed, the values read before kept): {reason[:300]}" for reason, n in counts.items()]
 
 
 def _cell_notes(records: list[CellRecord]) -> list[str]:

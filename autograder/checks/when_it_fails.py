@@ -322,27 +322,59 @@ def _expect_accuracy_of(name: str, value: Any, actual: float, n: int, what: str)
     return number
 
 
-#: A ``train_mlp`` whose ``net`` scores below this on the validation images
-#: (chance is 0.1, a binomial standard deviation of 0.021 over 200 images;
-#: the catalogue's ``train_mlp`` without ``zero_grad`` scores 0.41) does not
-#: train: later questions cannot be graded on the networks it gives, which
-#: would pass every self-consistency check untrained.
+#: A ``train_mlp`` whose network (trained with its defaults on the fitting
+#: images) scores below this on the validation images (chance is 0.1, a
+#: binomial standard deviation of 0.021 over 200 images; the catalogue's
+#: ``train_mlp`` without ``zero_grad`` scores 0.41) does not train: later
+#: questions cannot be graded on the networks it gives, which would pass every
+#: self-consistency check untrained.
 MIN_CARRIED_ACCURACY = 0.3
 
+#: The network each student ``train_mlp`` gives with its defaults, by the data it was given (one training per
+#: grading, however many questions ask): ``{key: (kept alive, MLP)}``.
+_DEFAULT_NETWORKS: dict[tuple, tuple[tuple, MLP]] = {}
 
-def _expect_trains(net: Any, data: dict[str, torch.Tensor], name: str) -> None:
-    """Errors carried forward only from a ``train_mlp`` that trains: its ``net`` above :data:`MIN_CARRIED_ACCURACY`."""
-    if _mlp("net", net).accuracy(data["X_val"], data["y_val"]) < MIN_CARRIED_ACCURACY:
-        raise CheckFailure(f"`{name}` cannot be graded on your own `train_mlp`: the network it trains (`net`, q2) "
-                           "scores near chance on the validation images, so it does not learn.")
+
+def _default_network(train_mlp: Any, data: dict[str, torch.Tensor]) -> MLP:
+    """``train_mlp(X_tr, y_tr)`` called by the judge: the network a later question's training is judged by.
+
+    Not the student's ``net`` variable (q2 checks that it is this network):
+    whether the later trainings carry forward, and whether their bands apply,
+    is a property of ``train_mlp``, not of a network trained some other way.
+    """
+    from autograder.checks import _identity
+
+    key = (_identity(train_mlp), id(data["X_tr"]), id(data["y_tr"]))
+    if key not in _DEFAULT_NETWORKS:
+        with torch.random.fork_rng(devices=[]):
+            model = call_student("train_mlp", train_mlp, data["X_tr"].clone(), data["y_tr"].clone())
+        _DEFAULT_NETWORKS[key] = ((train_mlp, data["X_tr"], data["y_tr"]),
+                                  _mlp("the network `train_mlp(X_tr, y_tr)` returned", model))
+    return _DEFAULT_NETWORKS[key][1]
+
+
+def _expect_trains(train_mlp: Any, data: dict[str, torch.Tensor], name: str) -> None:
+    """Errors carried forward only from a ``train_mlp`` that trains: its network above :data:`MIN_CARRIED_ACCURACY`."""
+    if _default_network(train_mlp, data).accuracy(data["X_val"], data["y_val"]) < MIN_CARRIED_ACCURACY:
+        raise CheckFailure(f"`{name}` cannot be graded on your own `train_mlp`: the network it trains on `X_tr`, "
+                           "`y_tr` scores near chance on the validation images, so it does not learn.")
+
+
+def _trains_well(train_mlp: Any, data: dict[str, torch.Tensor]) -> bool:
+    """Whether ``train_mlp``'s network scores within :data:`VAL_BAND` of the reference (a healthy ``train_mlp``)."""
+    score = _default_network(train_mlp, data).accuracy(data["X_val"], data["y_val"])
+    return abs(score - _trained(data)["val_acc"]) <= VAL_BAND
 
 
 def _healthy(net: Any, data: dict[str, torch.Tensor]) -> bool:
-    """Whether the student's ``net`` is the chapter's MLP and scores within :data:`VAL_BAND` of the reference."""
-    try:
-        score = _mlp("net", net).accuracy(data["X_val"], data["y_val"])
-    except CheckFailure:
-        return False
+    """Whether the student's ``net`` scores within :data:`VAL_BAND` of the reference on the validation images.
+
+    Raises:
+        CheckFailure: ``net`` cannot be read or called (it is not the
+            chapter's MLP, or the student process stopped): the question that
+            needs it fails, rather than skipping its bands.
+    """
+    score = _mlp("net", net).accuracy(data["X_val"], data["y_val"])
     return abs(score - _trained(data)["val_acc"]) <= VAL_BAND
 
 
@@ -524,6 +556,10 @@ def check_q2(train_mlp, net, net_weights, n_params, val_acc, X_tr, y_tr, X_val, 
                            "bias, second weight, second bias).")
     score = model.accuracy(data["X_val"], data["y_val"])
     _expect_accuracy_of("val_acc", val_acc, score, len(data["y_val"]), "`net` scores on the validation images")
+    # `net` is what `train_mlp` trains (later questions judge `train_mlp` by that network, not by `net`)
+    if not model.same_as(_default_network(train_mlp, data)):
+        raise CheckFailure("`net` is not the network `train_mlp` trains on `X_tr`, `y_tr` with its defaults: "
+                           "net = train_mlp(X_tr, y_tr).")
     if abs(score - _trained(data)["val_acc"]) > VAL_BAND:
         raise CheckFailure("`net` is the chapter's MLP, but trained by `train_mlp` it does not score on the validation "
                            "images what the recipe (Adam, lr 1e-3, batches of 100, 30 epochs) gives.")
@@ -602,10 +638,10 @@ def check_q4(pixel_perm, net_shuffled, shuffled_acc, train_mlp, net, X_tr, y_tr,
                                 "`pixel_perm` (fit and validation images alike)")
     # always, not only for a broken train_mlp: a wrapper that undoes the shuffle in front of `net`
     # (nothing retrained) scores what `net` scores, inside SHUFFLE_GAP
-    _expect_trains(net, data, "net_shuffled")
+    _expect_trains(train_mlp, data, "net_shuffled")
     _expect_reproduced(shuffled, train_mlp, data["X_tr"][:, pixel_perm], data["y_tr"],
                        "on the fitting images shuffled by `pixel_perm`")
-    if not _healthy(net, data):
+    if not _trains_well(train_mlp, data):
         return
     plain = _mlp("net", net).accuracy(data["X_val"], data["y_val"])
     if abs(value - plain) > SHUFFLE_GAP:
@@ -708,7 +744,7 @@ def check_q7(widths, sweep_errors, train_mlp, net, X_tr, y_tr, X_val, y_val, X_t
             raise CheckFailure(f"`sweep_errors[{n}]` holds values outside [0, 1]: store validation errors, 1 - accuracy.")
         curves[n] = curve
     data = _data(X_tr, y_tr, X_val, y_val, X_test, y_test)
-    _expect_trains(net, data, "sweep_errors")
+    _expect_trains(train_mlp, data, "sweep_errors")
     # every point of the student's own curves, trained again by the student's train_mlp (healthy or
     # not: the shape checks below alone pass a made-up curve; a few points would leave the rest free)
     for n in r.SWEEP_SIZES:
@@ -721,7 +757,7 @@ def check_q7(widths, sweep_errors, train_mlp, net, X_tr, y_tr, X_val, y_val, X_t
             if abs(curves[n][i] - error) > 1.0 / len(data["y_val"]) + 1e-6:
                 raise CheckFailure(f"`sweep_errors[{n}][{i}]` is not the validation error of the network `train_mlp` "
                                    f"trains on the first {n} fitting images at width {h}.")
-    if not _healthy(net, data):
+    if not _trains_well(train_mlp, data):
         return
     for n, curve in curves.items():
         if curve[0] - min(curve) < SWEEP_FALL:
@@ -766,11 +802,11 @@ def check_q9(net_final, test_clean, test_shift2, shift_right, train_mlp, net, X_
     _expect_accuracy_of("test_shift2", test_shift2, moved, n,
                         "`net_final` scores on the 600 test images moved 2 pixels right")
     # always: a table of the validation labels in front of `net` (nothing retrained) passes the bands below
-    _expect_trains(net, data, "net_final")
+    _expect_trains(train_mlp, data, "net_final")
     _expect_reproduced(final, train_mlp, torch.cat([data["X_tr"], data["X_val"]]),
                        torch.cat([data["y_tr"], data["y_val"]]),
                        "on the 1,200 development images (fitting, then validation)")
-    if not _healthy(net, data):
+    if not _trains_well(train_mlp, data):
         return
     if final.accuracy(data["X_val"], data["y_val"]) < FINAL_KNOWS_VALIDATION:
         raise CheckFailure("`net_final` does not know the validation images: fit it on all 1,200 development images "
@@ -868,10 +904,10 @@ def check_q10(random_shifts, X_aug, y_aug, net_aug, aug_accs, robustness_gain, c
     if abs(expect_number("clean_cost", clean_cost) - (before0 - values[0])) > 1e-6:
         raise CheckFailure("`clean_cost` is not val_acc - aug_accs[0].")
     # always: `net` behind a test-time search over shifts (nothing retrained) can pass the bands below
-    _expect_trains(net, data, "net_aug")
+    _expect_trains(train_mlp, data, "net_aug")
     _expect_reproduced(augmented, train_mlp, X_aug.detach(), y_aug.detach(),
                        f"on `X_aug`, `y_aug` with epochs={r.AUG_EPOCHS}", epochs=r.AUG_EPOCHS)
-    if not _healthy(net, data):
+    if not _trains_well(train_mlp, data):
         return
     plain = _mlp("net", net)
     gain = scores[2] - plain.accuracy(_shifted(shift_right, data["X_val"], 2), data["y_val"])
@@ -902,11 +938,11 @@ def check_q11(y_random, net_memo, memo_train_acc, memo_val_acc, train_mlp, net, 
     _expect_accuracy_of("memo_val_acc", memo_val_acc, held_out, len(data["y_val"]),
                         "`net_memo` scores on the validation images against their true labels")
     # always: a network holding weights that never saw `y_random` cannot stand in for the training asked
-    _expect_trains(net, data, "net_memo")
+    _expect_trains(train_mlp, data, "net_memo")
     _expect_reproduced(memo, train_mlp, data["X_tr"], y_random.detach(),
                        f"on `X_tr` and `y_random` at hidden={r.MEMO_HIDDEN}, epochs={r.MEMO_EPOCHS}",
                        hidden=r.MEMO_HIDDEN, epochs=r.MEMO_EPOCHS)
-    if not _healthy(net, data):
+    if not _trains_well(train_mlp, data):
         return
     if train < MEMO_MIN_TRAIN:
         raise CheckFailure("`net_memo` has not memorized the random labels: train the wide MLP on X_tr with y_random.")

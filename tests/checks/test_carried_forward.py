@@ -861,3 +861,45 @@ def test_wif_a_shift_right_that_passes_q3_is_graded_as_the_reference_in_q9(wif_h
     assert actual["q3"] is None, f"precondition: the special case passes q3's property test: {actual['q3']!r}"
     assert actual["q9"] is not None and actual["q9"].startswith("`test_shift2` is not the accuracy"), \
         f"test_shift2 made with a special-cased shift should fail q9: {actual['q9']!r}"
+
+
+def test_wif_a_net_trained_apart_from_a_train_mlp_that_does_not_learn_carries_nothing(wif_healthy):
+    """The fourth reviewer's hole: `net` trained by the recipe for 3 epochs (sensible, outside the band) beside a
+    train_mlp that does not learn: q2 is lost, and the later questions judge train_mlp by its own network."""
+    checks, ref, data, _ = wif_healthy
+    train_mlp = _variant_train_mlp(ref, "untrained")
+    with torch.random.fork_rng(devices=[]):
+        net = ref.train_mlp(data["X_tr"], data["y_tr"], epochs=3)
+    weights = [p.detach().clone() for p in net.parameters()]
+    y_random = data["y_tr"][torch.randperm(1000, generator=torch.Generator().manual_seed(0))]
+    net_memo = train_mlp(data["X_tr"], y_random, hidden=ref.MEMO_HIDDEN, epochs=ref.MEMO_EPOCHS)
+    train, held_out = _score(net_memo, data["X_tr"], y_random), _score(net_memo, data["X_val"], data["y_val"])
+    actual = failures({
+        "q2": lambda: checks.check_q2(train_mlp, net, weights, ref.answers()["n_params"],
+                                      _score(net, data["X_val"], data["y_val"]), *data.values()),
+        "q11": lambda: checks.check_q11(y_random, net_memo, train, held_out, train_mlp, net, *data.values()),
+    })
+    assert actual["q2"] is not None and actual["q2"].startswith("`net` is not the network `train_mlp` trains"), \
+        f"a net trained apart from train_mlp should fail q2: {actual['q2']!r}"
+    assert actual["q11"] is not None and actual["q11"].startswith("`net_memo` cannot be graded on your own"), \
+        f"q11 should judge train_mlp by its own network, not by `net`: {actual['q11']!r}"
+
+
+def test_wif_a_net_that_fails_when_the_gate_calls_it_fails_the_question(wif_healthy):
+    """The fourth reviewer's crash: `net` stops working on the call that decides whether q3's bands apply. The
+    gate raises (the question fails); it used to answer "not healthy" and skip the bands."""
+    checks, ref, data, net = wif_healthy
+    calls = [0]
+
+    class Fragile(torch.nn.Sequential):
+        def forward(self, x):
+            calls[0] += 1
+            if calls[0] > 1:
+                raise RuntimeError("the student process ended")
+            return super().forward(x)
+
+    fragile = Fragile(torch.nn.Linear(784, 256), torch.nn.ReLU(), torch.nn.Linear(256, 10))
+    fragile.load_state_dict(net.state_dict())
+    assert checks._healthy(fragile, data) is True, "precondition: the first call reads a healthy net"
+    with pytest.raises(checks.CheckFailure, match=r"^`net\(.*\)` raised RuntimeError"):
+        checks._healthy(fragile, data)

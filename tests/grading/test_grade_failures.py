@@ -568,3 +568,33 @@ answer = 42'''
     shown = json.dumps(seen)
     for private in (PRIVATE_FOLDER, PRIVATE_NAME):
         assert private not in shown, f"the student process can see {private!r}: {shown}"
+
+
+# ---------------------------------------------------------------- other submissions, unreadable to student code
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only grading as root runs student code as another user")
+def test_grading_as_root_makes_submissions_and_results_unreadable_to_other_users(tmp_path):
+    """The newcomer's finding: student code (another user) could list and read the batch's other submissions."""
+    from autograder.grade import protect_inputs
+
+    subs = tmp_path / "subs"
+    subs.mkdir(mode=0o755)
+    subs.chmod(0o755)
+    mine, theirs = subs / "Jane Doe.ipynb", subs / "mallory.ipynb"
+    for path in (mine, theirs):
+        path.write_text("{}")
+        path.chmod(0o644)
+    sticky = tmp_path / "sticky"
+    sticky.mkdir()
+    sticky.chmod(0o1777)
+    loose = sticky / "alone.ipynb"
+    loose.write_text("{}")
+    loose.chmod(0o644)
+    out = tmp_path / "graded"
+    changed = protect_inputs([mine, theirs, loose], out)
+    actual = {p.name: stat.S_IMODE(p.stat().st_mode) for p in (subs, mine, theirs, out, sticky, loose)}
+    expected = {"subs": 0o700, "Jane Doe.ipynb": 0o600, "mallory.ipynb": 0o600, "graded": 0o700,
+                "sticky": 0o1777, "alone.ipynb": 0o600}
+    assert actual == expected, f"modes after protect_inputs: { {k: oct(v) for k, v in actual.items()} }"
+    assert str(sticky) not in changed and str(subs) in changed, changed

@@ -78,11 +78,15 @@ def test_a_broken_train_mlp_does_not_excuse_later_models(graded, variant, losing
 @pytest.mark.parametrize("variant, losing", SPECIAL_CASED, ids=lambda v: getattr(v, "name", ""))
 def test_a_student_function_special_cased_for_the_judge_gains_nothing(graded, variant, losing):
     """train_mlp returning a table of its labels for q11's arguments only (the judge scores net_memo's weights),
-    or functions that swap `net` while the judge calls them (the judge reads every name once, first)."""
+    functions that swap `net` while the judge calls them (the judge reads every name once, first), a net trained
+    apart from a train_mlp that does not learn, or one that kills the process when the judge decides whether the
+    bands apply (later questions judge train_mlp by its own network)."""
     common.assert_loses_exactly(graded[variant.name], EXPECTED_POINTS, losing, variant.why)
     expected_reason = {"memo_train_mlp_returns_a_table_function": ("q11", "`net_memo` should be a PyTorch network"),
                        "memo_train_mlp_returns_a_table_network": ("q11", "`memo_train_acc` is not the accuracy"),
-                       "stateful_net_swap": ("q11", "`net_memo` cannot be graded on your own `train_mlp`")}
+                       "stateful_net_swap": ("q11", "`net_memo` cannot be graded on your own `train_mlp`"),
+                       "net_trained_apart": ("q2", "`net` is not the network `train_mlp` trains"),
+                       "net_crashes_at_the_gate": ("q11", "`net_memo` cannot be graded on your own `train_mlp`")}
     question, reason = expected_reason[variant.name]
     output = common.test_output(graded[variant.name], question)
     assert reason in output, output
