@@ -46,7 +46,7 @@ import time
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from autograder import channel
 
@@ -264,16 +264,7 @@ class StudentProcess:
 
     def _kill_descendants(self) -> None:
         """SIGKILL every process the student started, until none is left; reap those re-parented to the judge."""
-        for _ in range(50):
-            pids = self._student_pids()
-            if not pids:
-                break
-            for pid in pids:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except OSError:
-                    pass
-            time.sleep(0.02)
+        kill_until_gone(self._student_pids, rounds=50, pause=0.02)
         if self.user is not None:
             for pid, (ppid, uid, _) in _process_table().items():
                 if ppid == os.getpid() and uid == self.user.pw_uid and pid != self.proc.pid:
@@ -347,6 +338,21 @@ class StudentProcess:
             self.stop()
             raise StudentFailure(f"the student process ended before {what}") from None
         return self._wait(timeout, what, interrupt)
+
+
+def kill_until_gone(pids: Callable[[], list[int]], rounds: int, pause: float) -> None:
+    """SIGKILL every process ``pids()`` lists, again and again (a process may fork while it dies), until it lists
+    none or ``rounds`` rounds ``pause`` seconds apart have passed."""
+    for _ in range(rounds):
+        listed = pids()
+        if not listed:
+            return
+        for pid in listed:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        time.sleep(pause)
 
 
 def _process_table() -> dict[int, tuple[int, int, str]]:

@@ -57,7 +57,6 @@ import platform
 import re
 import resource
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -177,16 +176,9 @@ class MemoryCgroup:
 
     def remove(self) -> None:
         """Kill what the run left in the cgroup (its own processes), then remove the cgroup."""
-        for _ in range(100):
-            pids = self.pids()
-            if not pids:
-                break
-            for pid in pids:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except OSError:
-                    pass
-            time.sleep(0.05)
+        from autograder.judge import kill_until_gone
+
+        kill_until_gone(self.pids, rounds=100, pause=0.05)
         for _ in range(40):
             try:
                 self.path.rmdir()

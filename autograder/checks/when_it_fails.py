@@ -330,6 +330,15 @@ def _expect_accuracy_of(name: str, value: Any, actual: float, n: int, what: str)
 #: self-consistency check untrained.
 MIN_CARRIED_ACCURACY = 0.3
 
+def _retrained(train_mlp: Any, X: torch.Tensor, y: torch.Tensor, shown: str, width: int | None = None,
+               **kwargs: Any) -> MLP:
+    """``train_mlp(X, y, **kwargs)`` called by the judge (on copies, the caller's torch RNG kept), as the MLP of
+    ``width`` hidden units it must return (the reference's width when ``None``); messages name it ``shown``."""
+    with torch.random.fork_rng(devices=[]):
+        model = call_student("train_mlp", train_mlp, X.clone(), y.clone(), **kwargs)
+    return _mlp(shown, model, width)
+
+
 #: The network each student ``train_mlp`` gives with its defaults, by the data it was given (one training per
 #: grading, however many questions ask): ``{key: (kept alive, MLP)}``.
 _DEFAULT_NETWORKS: dict[tuple, tuple[tuple, MLP]] = {}
@@ -346,10 +355,9 @@ def _default_network(train_mlp: Any, data: dict[str, torch.Tensor]) -> MLP:
 
     key = (_identity(train_mlp), id(data["X_tr"]), id(data["y_tr"]))
     if key not in _DEFAULT_NETWORKS:
-        with torch.random.fork_rng(devices=[]):
-            model = call_student("train_mlp", train_mlp, data["X_tr"].clone(), data["y_tr"].clone())
         _DEFAULT_NETWORKS[key] = ((train_mlp, data["X_tr"], data["y_tr"]),
-                                  _mlp("the network `train_mlp(X_tr, y_tr)` returned", model))
+                                  _retrained(train_mlp, data["X_tr"], data["y_tr"],
+                                             "the network `train_mlp(X_tr, y_tr)` returned"))
     return _DEFAULT_NETWORKS[key][1]
 
 
@@ -407,9 +415,7 @@ def _expect_reproduced(model: MLP, train_mlp: Any, X: torch.Tensor, y: torch.Ten
     ``train_mlp`` gives (healthy or broken, q2 grades it), and by its weights:
     the network ``train_mlp`` returns must be the chapter's MLP too.
     """
-    with torch.random.fork_rng(devices=[]):
-        again = call_student("train_mlp", train_mlp, X.clone(), y.clone(), **kwargs)
-    if not model.same_as(_mlp("the network `train_mlp` returned", again, model.hidden)):
+    if not model.same_as(_retrained(train_mlp, X, y, "the network `train_mlp` returned", model.hidden, **kwargs)):
         raise CheckFailure(f"`{model.name}` is not the network `train_mlp` trains {what}.")
 
 
@@ -523,10 +529,8 @@ def check_train_function(train_mlp: Callable) -> None:
     X, y, probe = a["X_tr"][:64], a["y_tr"][:64], a["X_val"][:20]
 
     def outputs(seed: int, epochs: int = 2, labels: torch.Tensor = y, shown_labels: str = "y_tr[:64]") -> torch.Tensor:
-        shown = f"train_mlp(X_tr[:64], {shown_labels}, hidden=8, epochs={epochs}, seed={seed})"
-        with torch.random.fork_rng(devices=[]):
-            model = call_student("train_mlp", train_mlp, X.clone(), labels.clone(), hidden=8, epochs=epochs, seed=seed)
-        return _mlp(f"the network `{shown}` returned", model, 8).logits(probe)
+        shown = f"the network `train_mlp(X_tr[:64], {shown_labels}, hidden=8, epochs={epochs}, seed={seed})` returned"
+        return _retrained(train_mlp, X, labels, shown, 8, hidden=8, epochs=epochs, seed=seed).logits(probe)
 
     first, again, other = outputs(3), outputs(3), outputs(4)
     if not torch.equal(first, again):
@@ -749,11 +753,9 @@ def check_q7(widths, sweep_errors, train_mlp, net, X_tr, y_tr, X_val, y_val, X_t
     # not: the shape checks below alone pass a made-up curve; a few points would leave the rest free)
     for n in r.SWEEP_SIZES:
         for i, h in enumerate(r.WIDTHS):
-            with torch.random.fork_rng(devices=[]):
-                model = call_student("train_mlp", train_mlp, data["X_tr"][:n].clone(), data["y_tr"][:n].clone(),
-                                     hidden=h, epochs=r.SWEEP_EPOCHS)
             shown = f"the network `train_mlp` returned for the first {n} fitting images at width {h}"
-            error = 1 - _mlp(shown, model, h).accuracy(data["X_val"], data["y_val"])
+            model = _retrained(train_mlp, data["X_tr"][:n], data["y_tr"][:n], shown, h, hidden=h, epochs=r.SWEEP_EPOCHS)
+            error = 1 - model.accuracy(data["X_val"], data["y_val"])
             if abs(curves[n][i] - error) > 1.0 / len(data["y_val"]) + 1e-6:
                 raise CheckFailure(f"`sweep_errors[{n}][{i}]` is not the validation error of the network `train_mlp` "
                                    f"trains on the first {n} fitting images at width {h}.")
