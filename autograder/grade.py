@@ -21,7 +21,6 @@ import csv
 import json
 import math
 import os
-import re
 import shutil
 import stat
 import subprocess
@@ -33,6 +32,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from autograder.judge import question_order
 
 if TYPE_CHECKING:
     from autograder.judge import Limits
@@ -386,11 +387,6 @@ def grade_many(autograder_zip: Path, submissions: list[Path], out_dir: Path, job
         bar.close()
     write_csv(results, labels, out_dir / "scores.csv")
     return results
-
-
-def question_order(name: str) -> tuple:
-    """Sort key of a question name in notebook order: ``q2`` before ``q10``, ``q1.3`` before ``q1.10``."""
-    return tuple((0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"(\d+)", name))
 
 
 def _questions(results: list[GradeResult]) -> list[str]:

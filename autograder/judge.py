@@ -652,6 +652,11 @@ def _holds_handle(value: Any, depth: int = 0) -> bool:
     return False
 
 
+def question_order(name: str) -> tuple:
+    """Sort key of a question name in notebook order: ``q2`` before ``q10``, ``q1.3`` before ``q1.10``."""
+    return tuple((0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"(\d+)", name))
+
+
 def names_read_by(test_files: list) -> list[str]:
     """The student names Otter's test cases take as parameters (``env`` aside)."""
     import inspect
@@ -877,7 +882,9 @@ def _grade(autograder_zip: Path, submission: Path, limits: Limits, started: floa
                 archive.extractall(private)
         config = json.loads((private / "otter_config.json").read_text()) if (private / "otter_config.json").is_file() else {}
         ag_config = AutograderConfig(config)
-        test_files = [ExceptionTestFile.from_file(str(p)) for p in sorted((private / "tests").glob("*.py"))]
+        # in notebook order (q2 before q10): a restart late in the run leaves the earlier questions graded
+        test_files = [ExceptionTestFile.from_file(str(p))
+                      for p in sorted((private / "tests").glob("*.py"), key=lambda p: question_order(p.stem))]
         if (private / "files").is_dir():
             shutil.copytree(private / "files", workdir, dirs_exist_ok=True)
             workdir.chmod(0o700)  # copytree copied the mode of files/ (0755): other users could read the workdir

@@ -14,13 +14,22 @@ notebook's ``call_with_arrays`` (support file ``ib_support.py``), which turns
 them back into NumPy arrays, and ``{"rng_seed": s}`` into
 ``np.random.default_rng(s)``, in the student's process.
 
-Errors carried forward.  Later questions are graded on the student's own
-earlier functions where they build on them: the targets on the student's
-``neigh``, the vignetted target on the student's ``equivariant_target``, the
-conv and local models on the student's ``neigh`` features, and the learning
-curves, when they differ from the reference, on cells recomputed in the judge
-with the student's own ``fit``, ``predict``, targets and ``rel_err``.  So one
-mistake costs one question.  Only sensible earlier results are carried forward
+Errors carried forward.  A function's own question accepts it when it is
+right on the student's own earlier functions, checked on the property tests'
+random inputs: the targets on the student's ``neigh``, the vignetted target
+on the student's ``equivariant_target``, the conv and local models on the
+student's ``neigh`` features.  The later answers computed on the lesson's own
+inputs (the gaps of q3 and q4 on ``X_test[:50]``, ``SIGMA``, ``noise_free``
+and the learning curves) are by default (``carry_forward=False``) graded
+against the reference's: to carry an error forward there the judge would
+have to call the student's function again on those inputs, which it can
+recognise and answer as it likes (a ``rel_err`` written to fail q6 that
+returns made-up learning-curve cells in the order the judge asks for them).
+With ``carry_forward=True`` (an instructor's choice, open to that attack)
+they are graded, when they differ from the reference, on the student's own
+gap, and on cells recomputed in the judge with the student's own ``fit``,
+``predict``, targets and ``rel_err``, so one mistake costs one question.
+Only sensible earlier results are carried forward
 (a degenerate one would make every later answer trivial): a ``neigh`` whose
 values are the crop's own pixels (or zero padding) in 25 independent columns,
 targets that are not (nearly) zero, and for the learning curves a ``rel_err``
@@ -182,6 +191,18 @@ def _rel(a: np.ndarray, b: np.ndarray) -> float:
     return float(((a - b) ** 2).sum() / max((b ** 2).sum(), 1e-300))
 
 
+def _lesson_inputs() -> list[tuple[str, np.ndarray]]:
+    """The crops the article's experiments call the student's functions on: ``X_test`` and seed 0's pool.
+
+    Every function is also checked on these exact arrays, not only on the property tests' random ones: a
+    function could tell random arrays (standard normal, not multiples of 1/255, at most a few crops) from the
+    lesson's and be right on the first only.
+    """
+    ib = _ref()
+    return [("X_test", ib.test_crops()),
+            ("crops(1024, np.random.default_rng(0))", ib.crops(ib.POOL_SIZE, np.random.default_rng(0)))]
+
+
 # ---------------------------------------------------------------- q1: crops
 
 def check_q1(crops: Callable, X_test: Any, call_with_arrays: Any) -> None:
@@ -246,6 +267,11 @@ def _neigh_property(neigh: Any, call_with_arrays: Any) -> None:
                                f"{got.size} values are wrong.{hint}")
 
     run_property(matches_reference)
+    for shown, x in _lesson_inputs():
+        got = expect_array(f"neigh({shown})", call("neigh", call_with_arrays, neigh, x), (len(x), 256, 25))
+        if not np.array_equal(got, ib.neigh(x)):
+            raise CheckFailure(f"`neigh({shown})` is wrong on the lesson's own crops (the property test's random "
+                               "arrays are not the only inputs it is checked on).")
 
 
 # ---------------------------------------------------------------- q3: equivariant target
@@ -263,6 +289,11 @@ def _target_property(name: str, func: Callable, adapter: Any, expected_options: 
             raise CheckFailure(f"`{shown}` has the right shape but the wrong values.")
 
     run_property(matches)
+    for shown, x in _lesson_inputs():
+        got = expect_array(f"{name}({shown})", call(name, adapter, func, x), x.shape)
+        if not any(e is not None and _close(got, e, SUM_TOL) for e in expected_options(x)):
+            raise CheckFailure(f"`{name}({shown})` is wrong on the lesson's own crops (the property test's random "
+                               "arrays are not the only inputs it is checked on).")
 
 
 def _substantial(own: Any, expected: np.ndarray) -> np.ndarray | None:
@@ -294,8 +325,11 @@ def _student_neigh_or_none(neigh: Any, adapter: Any, x: np.ndarray):
     return nb
 
 
-def check_q3(K: Any, equivariant_target: Callable, gap_equivariant: Any, neigh: Any, call_with_arrays: Any) -> None:
-    """The kernel, the circular cross-correlation (on the student's own ``neigh`` too), and the gap 0."""
+def check_q3(K: Any, equivariant_target: Callable, gap_equivariant: Any, neigh: Any, call_with_arrays: Any,
+             *, carry_forward: bool = False) -> None:
+    """The kernel, the circular cross-correlation (on the student's own ``neigh`` too), and the gap 0.
+
+    ``carry_forward``: the gap of a target built on a wrong ``neigh`` may be its own (module docstring)."""
     ib = _ref()
     k = expect_array("K", K, (5, 5))
     if not _close(k, ib.edge_kernel(), SUM_TOL):
@@ -307,10 +341,10 @@ def check_q3(K: Any, equivariant_target: Callable, gap_equivariant: Any, neigh: 
     gap = expect_number("gap_equivariant", gap_equivariant)
     # the student's own gap only for a target that is not the reference's (built on a wrong `neigh`)
     reference = _equivariant_is_reference(equivariant_target, neigh, call_with_arrays)
-    if abs(gap) > GAP_EXACT_TOL and (reference or not _own_gap_agrees(gap, equivariant_target, call_with_arrays,
-                                                                       GAP_EXACT_TOL)):
+    if abs(gap) > GAP_EXACT_TOL and (reference or not carry_forward
+                                     or not _own_gap_agrees(gap, equivariant_target, call_with_arrays, GAP_EXACT_TOL)):
         raise CheckFailure("`gap_equivariant` is not 0: compare T(shift(x)) with shift(T(x)) on X_test[:50], "
-                           "shift = np.roll by (3, 5) on the last two axes.")
+                           "shift = np.roll by (3, 5) on the last two axes." + _not_carried([] if reference else ["neigh"]))
 
 
 def _equivariant_failure(target: Any, neigh: Any, adapter: Any) -> CheckFailure | None:
@@ -361,8 +395,11 @@ def _vignetted_is_reference(target: Any, equivariant_target: Any, neigh: Any, ad
 # ---------------------------------------------------------------- q4: vignetted target
 
 def check_q4(gain: Any, vignetted_target: Callable, gap_vignetted: Any, equivariant_target: Any,
-             call_with_arrays: Any, neigh: Any = None) -> None:
-    """The vignette, the vignetted target (on the student's own equivariant target too), the gap 0.34."""
+             call_with_arrays: Any, neigh: Any = None, *, carry_forward: bool = False) -> None:
+    """The vignette, the vignetted target (on the student's own equivariant target too), the gap 0.34.
+
+    ``carry_forward``: the gap of a target built on a wrong ``equivariant_target`` may be its own (module
+    docstring)."""
     ib = _ref()
     g = expect_array("gain", gain, (16, 16))
     if not _close(g, ib.vignette_gain(), SUM_TOL):
@@ -373,9 +410,21 @@ def check_q4(gain: Any, vignetted_target: Callable, gap_vignetted: Any, equivari
     # the student's own gap only for a target that is not the reference's
     reference = _vignetted_is_reference(vignetted_target, equivariant_target, neigh, call_with_arrays)
     if (abs(gap - ib.equivariance_gap("vignetted", ib.test_crops()[:50])) > GAP_TOL
-            and (reference or not _own_gap_agrees(gap, vignetted_target, call_with_arrays, GAP_TOL))):
+            and (reference or not carry_forward
+                 or not _own_gap_agrees(gap, vignetted_target, call_with_arrays, GAP_TOL))):
         raise CheckFailure("`gap_vignetted` has the right type but the wrong value: the largest "
-                           "|T(shift(x)) - shift(T(x))| over X_test[:50].")
+                           "|T(shift(x)) - shift(T(x))| over X_test[:50]."
+                           + _not_carried([] if reference else ["equivariant_target"]))
+
+
+def _not_carried(wrong: list[str] | set[str]) -> str:
+    """A failure's second sentence when earlier functions ``wrong`` failed their own questions and errors are not
+    carried forward (``carry_forward=False``): the answer is graded against the reference's."""
+    if not wrong:
+        return ""
+    names = ", ".join(f"`{n}`" for n in sorted(wrong))
+    return (f" Your {names} failed its own question, and errors are not carried forward through functions here: "
+            "this answer is graded against the reference's.")
 
 
 def _own_gap_agrees(gap: float, target: Any, adapter: Any, tol: float) -> bool:
@@ -480,6 +529,37 @@ def _least_squares_property(fit: Callable, predict: Callable, call_with_arrays: 
         raise CheckFailure(f"`{shown}` is wrong on crops that are constant down each column: frequencies that "
                            "the training crops do not excite must be set to 0 (lstsq's cutoff), not divided "
                            "by their rounding-level power.")
+    _lesson_cells(fit, predict, call_with_arrays, neigh)
+
+
+def _lesson_cells(fit: Callable, predict: Callable, adapter: Any, neigh: Any) -> None:
+    """q5 on the learning curves' own inputs: seed 0's cells from the student's ``fit`` and ``predict``.
+
+    The exact arrays the article's loop fits (the first n of seed 0's 1,024 crops, each target plus seed 0's
+    noise) and predicts (``X_test``), scored with the reference's relative error against the reference's
+    cells (:func:`_cells_agree`). The conv and local models only when ``neigh`` passed q2 (built on the
+    student's own ``neigh``, they are graded on the property tests alone).
+    """
+    ib = _ref()
+    rng = np.random.default_rng(0)
+    x_tr = ib.crops(ib.POOL_SIZE, rng)
+    noise = ib.noise_sd() * rng.standard_normal(x_tr.shape)
+    x_test = ib.test_crops()
+    expected = ib.learning_curves(seeds=(0,)).errors
+    models = MODELS if _neigh_failure(neigh, adapter) is None else ("shared16", "full")
+    for t_i, (t, target) in enumerate(zip(ib.TARGETS, (ib.equivariant_target, ib.vignetted_target))):
+        y_tr, y_test = target(x_tr) + noise, target(x_test)
+        for m in models:
+            m_i = MODELS.index(m)
+            for k, n in enumerate(ib.SIZES):
+                got, shown = _fit_predict(fit, predict, adapter, m, x_tr[:n], y_tr[:n], x_test)
+                cell = np.full((1, 1, 1, 1), ib.relative_error(got, y_test))
+                if _cells_agree(cell, expected[t_i:t_i + 1, m_i:m_i + 1, k:k + 1], (n,), models=(m,)):
+                    raise CheckFailure(f"`predict('{m}', fit('{m}', X, Y), X_test)` is not the least-squares "
+                                       f"prediction on the learning curves' own inputs (X the first {n} of "
+                                       f"crops(1024, np.random.default_rng(0)), Y its {t} target plus seed 0's "
+                                       "noise); the property test's random crops are not the only inputs it is "
+                                       "checked on.")
 
 
 # ---------------------------------------------------------------- q6: relative error
@@ -510,6 +590,18 @@ def _rel_err_property(rel_err: Callable, call_with_arrays: Any) -> None:
                                "divided by the true targets' energy sum(Y**2).")
 
     run_property(matches)
+    # the learning curves' own arrays: each target on X_test, against real predictions (each model fitted to
+    # the first 16 of seed 0's crops) and against itself
+    x_fit, x_test = ib.crops(16, np.random.default_rng(0)), ib.test_crops()
+    for t, target in zip(ib.TARGETS, (ib.equivariant_target, ib.vignetted_target)):
+        y_test = target(x_test)
+        for y_hat in [y_test] + [ib.predict(m, ib.fit(m, x_fit, target(x_fit)), x_test) for m in MODELS]:
+            got = expect_number("rel_err(Y_hat, Y) on the learning curves' own arrays",
+                                call("rel_err", call_with_arrays, rel_err, y_hat, y_test))
+            if not math.isclose(got, ib.relative_error(y_hat, y_test), rel_tol=1e-9, abs_tol=1e-15):
+                raise CheckFailure(f"`rel_err(Y_hat, Y)` is wrong on the learning curves' own arrays (Y the {t} "
+                                   "target of X_test); the property test's random arrays are not the only inputs "
+                                   "it is checked on.")
 
 
 # ---------------------------------------------------------------- q7, q8: experiments
@@ -607,8 +699,10 @@ class _Own:
 
 
 def check_q7(SIGMA: Any, noise_free: Any, fit, predict, rel_err, equivariant_target, vignetted_target,
-             call_with_arrays, neigh=None) -> None:
-    """The noise sd and the noise-free errors (1,024 crops of seed 0)."""
+             call_with_arrays, neigh=None, *, carry_forward: bool = False) -> None:
+    """The noise sd and the noise-free errors (1,024 crops of seed 0).
+
+    ``carry_forward``: graded on the student's own functions when they differ (module docstring)."""
     ib = _ref()
     sigma = expect_number("SIGMA", SIGMA)
     expect_type("noise_free", noise_free, dict, what="a dict keyed by (target, model)")
@@ -629,10 +723,18 @@ def check_q7(SIGMA: Any, noise_free: Any, fit, predict, rel_err, equivariant_tar
                 return False
         return True
 
-    if math.isclose(sigma, ib.noise_sd(), rel_tol=1e-9) and agrees(noise_free, ref_free):
+    right_sigma = math.isclose(sigma, ib.noise_sd(), rel_tol=1e-9)
+    if right_sigma and agrees(noise_free, ref_free):
         return
-    # Errors carried forward: the same quantities from the student's own functions.
+    # Errors carried forward: the same quantities from the student's own functions (by default only from functions
+    # graded as the reference's, which _Own replaces by the reference's: then nothing but values is carried)
     own = _Own(call_with_arrays, fit, predict, rel_err, equivariant_target, vignetted_target, neigh)
+    if not carry_forward and own.own:
+        if not right_sigma:
+            raise CheckFailure("`SIGMA` is wrong: 0.1 times the root mean square of the equivariant target on "
+                               "X_test." + _not_carried(own.own))
+        raise CheckFailure("`noise_free` is wrong: fit each model to the clean targets of crops(1024, "
+                           "np.random.default_rng(0)) and score it on X_test." + _not_carried(own.own))
     why = own.degenerate()
     if why is not None:
         raise CheckFailure(f"`SIGMA` or `noise_free` differs from the reference, and cannot be graded on your own "
@@ -668,8 +770,11 @@ def _cells_agree(err: np.ndarray, expected: np.ndarray, sizes, models=MODELS) ->
 
 
 def check_q8(err: Any, median: Any, err_min: Any, err_max: Any, fit, predict, rel_err, equivariant_target,
-             vignetted_target, SIGMA, call_with_arrays, neigh=None) -> None:
-    """The learning-curve errors, cell by cell, and the median and min-max tables over seeds."""
+             vignetted_target, SIGMA, call_with_arrays, neigh=None, *, carry_forward: bool = False) -> None:
+    """The learning-curve errors, cell by cell, and the median and min-max tables over seeds.
+
+    ``carry_forward``: graded on cells recomputed with the student's own functions when they differ (module
+    docstring)."""
     ib = _ref()
     sizes = ib.SIZES
     e = expect_array("err", err)
@@ -687,7 +792,12 @@ def check_q8(err: Any, median: Any, err_min: Any, err_max: Any, fit, predict, re
         return
     # Errors carried forward: recompute every cell of every seed with the student's own functions (only when
     # they differ from the reference's: a right pipeline has no error to carry forward).
+    # (by default only on functions graded as the reference's, which _Own replaces by the reference's: then only
+    # the student's SIGMA, a value, is carried forward)
     own = _Own(call_with_arrays, fit, predict, rel_err, equivariant_target, vignetted_target, neigh)
+    if not carry_forward and own.own:
+        raise CheckFailure(f"`err` has {bad} of its {e.size} cells wrong (tolerances: relative 1e-6, a factor of 10 "
+                           "at the interpolation peaks)." + _not_carried(own.own))
     why = own.degenerate()
     if why is not None:
         raise CheckFailure(f"`err` has {bad} of its {e.size} cells wrong, and cannot be graded on your own functions "

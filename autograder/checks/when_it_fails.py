@@ -28,24 +28,30 @@ Errors carried forward. Several questions build on earlier ones:
 * ``train_mlp``: a question's training-dependent claims (the cliff falls with
   every pixel, the shuffled score is close to the plain one, the sweep has
   the chapter's shape, the sealed test lands near the reference, ...) are
-  graded only when the student's ``net`` scores within :data:`VAL_BAND` of
-  the reference on the validation images ("a healthy ``train_mlp``"). A
-  broken ``train_mlp`` costs q2. Healthy or not, later questions check that
-  their numbers are what the student's own models give on the right images,
-  and that each model (``net_shuffled``, every point of ``sweep_errors``,
+  graded against the recipe's bands. Later questions also check that their
+  numbers are what the student's own models give on the right images, and
+  that each model (``net_shuffled``, every point of ``sweep_errors``,
   ``net_final``, ``net_aug``, ``net_memo``) has the weights the student's
   ``train_mlp`` gives when the judge calls it again with the question's
   arguments (same process, same thread count, and q2 checks that it is
-  deterministic): a broken ``train_mlp`` carries its error forward but cannot
-  stand in for the later trainings, and the bands alone would pass models
-  that were never trained (``net`` behind a wrapper that undoes the pixel
-  shuffle, a lookup table of the labels, a made-up sweep); and only a
-  ``train_mlp`` that trains (``net`` above :data:`MIN_CARRIED_ACCURACY`)
-  carries forward: an untrained one would pass every reproduction;
-* ``shift_right``: q9 and q10 shift with the student's own function only when
-  it failed q3 (the verdict decided once per grading,
-  :func:`autograder.checks.once`); one that passed is graded as the
-  reference's, whatever it does to the test images;
+  deterministic): the bands alone would pass models that were never
+  trained (``net`` behind a wrapper that undoes the pixel shuffle, a lookup
+  table of the labels, a made-up sweep, ``net``'s weights with their columns
+  moved by ``pixel_perm``). By default (``carry_forward=False``) a
+  ``train_mlp`` that fails q2 is not carried forward: the judge must call it
+  again for every later network, and a function can answer the judge's
+  calls as it likes (train for the default call only, return a stored
+  network for one question's arguments), so the later networks still meet
+  the recipe's bands. With ``carry_forward=True`` (an instructor's choice,
+  open to that attack) a broken ``train_mlp`` costs q2 only: the bands are
+  skipped when ``train_mlp``'s own network (``train_mlp(X_tr, y_tr)``) is
+  outside :data:`VAL_BAND`, and only a ``train_mlp`` that trains (that
+  network above :data:`MIN_CARRIED_ACCURACY`) carries forward;
+* ``shift_right``: q9 and q10 shift with the reference's function, except
+  with ``carry_forward=True``, where a ``shift_right`` that failed q3 (the
+  verdict decided once per grading, :func:`autograder.checks.once`) is used
+  as it is; one that passed is graded as the reference's, whatever it does
+  to the test images;
 * ``shift_accs``, ``val_acc``, ``pixel_perm``, ``net_weights``: later
   questions are graded against the student's own values (``net_weights``
   only with no constant row in its first weight: all-zero weights would make
@@ -126,6 +132,11 @@ SWEEP_FLAT = 0.05
 #: epochs leave an error of 0.095 and 60 leave 0.005; a curve measured on the
 #: fitting images instead of the validation images is 0.24 away.
 SWEEP_LINK = 0.12
+#: ...and each network of a curve on fewer than all fitting images, at width 16 or more, fits the images it
+#: was trained on better than the fitting images it never saw, by at least this (accuracy): 0.18, 0.22 and
+#: 0.23 at widths 16, 64 and 256 for n = 300; the network trained on all 1,000 images, returned for n = 300,
+#: about 0.01 (a curve copied from a larger fitting set, nothing trained on the first n images).
+SWEEP_FITS_ITS_IMAGES = 0.08
 #: Sealed test: clean accuracy over 600 images, eight seeds span 0.798-0.815
 #: (reference 0.815 at one thread, 0.810 at two).
 TEST_BAND = 0.04
@@ -374,6 +385,72 @@ def _trains_well(train_mlp: Any, data: dict[str, torch.Tensor]) -> bool:
     return abs(score - _trained(data)["val_acc"]) <= VAL_BAND
 
 
+def _bands_skipped(train_mlp: Any, data: dict[str, torch.Tensor], name: str, carry_forward: bool) -> bool:
+    """Whether a later question skips its training-dependent bands: only with ``carry_forward=True``, for a
+    ``train_mlp`` that trains (:func:`_expect_trains`, which raises otherwise) but not as the recipe does."""
+    if not carry_forward:
+        return False
+    _expect_trains(train_mlp, data, name)
+    return not _trains_well(train_mlp, data)
+
+
+def _not_carried(train_mlp: Any, data: dict[str, torch.Tensor]) -> str:
+    """A band failure's second sentence when ``train_mlp`` itself is off the recipe (errors not carried forward)."""
+    try:
+        healthy = _trains_well(train_mlp, data)
+    except CheckFailure:
+        healthy = False
+    return "" if healthy else (" Your `train_mlp` does not train as the recipe does (q2), and the networks it trains "
+                               "for later questions are graded against the recipe's results, not carried forward.")
+
+
+def _plain(net: Any, data: dict[str, torch.Tensor], carry_forward: bool, shift_right: Any = None, s: int = 0) -> float:
+    """The plain network's validation accuracy (moved ``s`` pixels right) that a later band is centred on: the
+    student's ``net`` when errors carry forward, else the reference's network trained on the same data."""
+    if carry_forward:
+        X = data["X_val"] if s == 0 else _shifted(shift_right, data["X_val"], s, carry_forward)
+        return _mlp("net", net).accuracy(X, data["y_val"])
+    expected = _trained(data)
+    return expected["val_acc"] if s == 0 else expected["shift_accs"][_reference().SHIFTS.index(s)]
+
+
+#: ``net_shuffled``'s first-layer rows, put back in pixel order, against ``net``'s: the median over rows of the
+#: largest cosine with any row of ``net`` (blind to the order of hidden units and to their scale), on the pixels
+#: some fitting image lights. Retrained from scratch on shuffled pixels the recipe gives 0.56-0.62 (two seeds;
+#: another seed on unshuffled pixels 0.55); ``net``'s own weights with their columns moved score 1, and still
+#: 0.93 after 30 more epochs on the shuffled images, 0.85 after 100.
+MOVED_COPY_COSINE = 0.8
+
+
+def _moved_copy(shuffled: MLP, plain: MLP, perm: torch.Tensor, X_fit: torch.Tensor) -> bool:
+    """Whether ``shuffled`` is ``plain`` with its first weight's columns moved by ``perm`` (Exercise 1's W P^T)
+    rather than a network retrained on the shuffled pixels (:data:`MOVED_COPY_COSINE`)."""
+    if shuffled.hidden != plain.hidden:
+        return False
+    lit = X_fit.amax(dim=0) > 0
+    U = shuffled.weights[0][:, torch.argsort(perm)][:, lit]
+    W = plain.weights[0][:, lit]
+    cosine = F.normalize(U, dim=1) @ F.normalize(W, dim=1).T
+    return float(cosine.abs().amax(dim=1).median()) >= MOVED_COPY_COSINE
+
+
+def _plain_networks(net: Any, train_mlp: Any, data: dict[str, torch.Tensor]) -> list[MLP]:
+    """``train_mlp(X_tr, y_tr)`` and, when its parameters are the chapter's MLP, ``net`` (read from its
+    parameters, never called), as MLPs: the networks a shuffled one must not be a moved copy of.
+
+    Raises:
+        CheckFailure: ``train_mlp(X_tr, y_tr)`` is not the chapter's MLP, or stops the student process.
+    """
+    found = [_default_network(train_mlp, data)]
+    try:
+        params = expect_module_parameters("net", net)
+    except CheckFailure:
+        return found
+    if [tuple(p.shape) for p in params] == [tuple(w.shape) for w in found[0].weights]:
+        found.append(MLP("net", [p.float() for p in params]))
+    return found
+
+
 def _healthy(net: Any, data: dict[str, torch.Tensor]) -> bool:
     """Whether the student's ``net`` scores within :data:`VAL_BAND` of the reference on the validation images.
 
@@ -391,11 +468,11 @@ def _shift_failure(shift_right: Any) -> CheckFailure | None:
     return once("shift_right", (shift_right,), lambda: check_shift_function(shift_right))
 
 
-def _shifted(shift_right: Any, X: torch.Tensor, s: int) -> torch.Tensor:
-    """``X`` moved ``s`` pixels right: by the reference's shift when the student's passed q3 (it is graded as
-    the reference's, whatever it does to these images), else by the student's own when it runs and keeps the
-    shape (errors carried forward), else by the reference's."""
-    if _shift_failure(shift_right) is None:
+def _shifted(shift_right: Any, X: torch.Tensor, s: int, carry_forward: bool = False) -> torch.Tensor:
+    """``X`` moved ``s`` pixels right: by the reference's shift, except with ``carry_forward`` for a student's
+    that failed q3, used when it runs and keeps the shape (errors carried forward; one that passed is graded as
+    the reference's, whatever it does to these images)."""
+    if not carry_forward or _shift_failure(shift_right) is None:
         return _reference().shift_right(X, s)
     try:
         with torch.random.fork_rng(devices=[]):
@@ -618,8 +695,8 @@ def check_q3(shift_right, shift_accs, net, X_tr, y_tr, X_val, y_val, X_test, y_t
         _expect_accuracy_of(f"shift_accs[{s}]", value, score, len(data["y_val"]),
                             f"`net` scores on the validation images moved {s} pixel(s) right")
         scores.append(score)
-    if not _healthy(net, data):
-        return  # train_mlp is graded in q2; the table is what the student's own network gives
+    if not _healthy(net, data) and scores[0] >= MIN_CARRIED_ACCURACY:
+        return  # train_mlp is graded in q2; the table is what the student's own (trained) network gives
     if any(later >= earlier for earlier, later in zip(scores, scores[1:])):
         raise CheckFailure("`shift_accs` does not fall with every pixel of shift, as the chapter's network does.")
     for s, score, expected in zip(r.SHIFTS, scores, _trained(data)["shift_accs"]):
@@ -629,8 +706,11 @@ def check_q3(shift_right, shift_accs, net, X_tr, y_tr, X_val, y_val, X_test, y_t
 
 # ---------------------------------------------------------------- q4: the pixel shuffle
 
-def check_q4(pixel_perm, net_shuffled, shuffled_acc, train_mlp, net, X_tr, y_tr, X_val, y_val, X_test, y_test) -> None:
-    """The fixed shuffle: ``pixel_perm`` exact; the retrained network scored on shuffled validation images."""
+def check_q4(pixel_perm, net_shuffled, shuffled_acc, train_mlp, net, X_tr, y_tr, X_val, y_val, X_test, y_test,
+             *, carry_forward: bool = False) -> None:
+    """The fixed shuffle: ``pixel_perm`` exact; the retrained network scored on shuffled validation images.
+
+    ``carry_forward``: see the module docstring (``train_mlp``)."""
     expect_tensor("pixel_perm", pixel_perm, shape=(784,), dtype=torch.int64)
     if not torch.equal(pixel_perm, _answers()["pixel_perm"]):
         raise CheckFailure("`pixel_perm` is not `torch.randperm(784)` right after `torch.manual_seed(0)`.")
@@ -642,15 +722,19 @@ def check_q4(pixel_perm, net_shuffled, shuffled_acc, train_mlp, net, X_tr, y_tr,
                                 "`pixel_perm` (fit and validation images alike)")
     # always, not only for a broken train_mlp: a wrapper that undoes the shuffle in front of `net`
     # (nothing retrained) scores what `net` scores, inside SHUFFLE_GAP
-    _expect_trains(train_mlp, data, "net_shuffled")
+    skipped = _bands_skipped(train_mlp, data, "net_shuffled", carry_forward)
     _expect_reproduced(shuffled, train_mlp, data["X_tr"][:, pixel_perm], data["y_tr"],
                        "on the fitting images shuffled by `pixel_perm`")
-    if not _trains_well(train_mlp, data):
+    # ...and a `train_mlp` that returns `net` with its columns moved for these arguments (nothing retrained)
+    if any(_moved_copy(shuffled, plain, pixel_perm, data["X_tr"]) for plain in _plain_networks(net, train_mlp, data)):
+        raise CheckFailure("`net_shuffled` is `net` with its first weight's columns moved by `pixel_perm` (Exercise 1), "
+                           "not a network trained afresh on the shuffled fitting images: the question asks whether "
+                           "training from scratch finds as good a network.")
+    if skipped:
         return
-    plain = _mlp("net", net).accuracy(data["X_val"], data["y_val"])
-    if abs(value - plain) > SHUFFLE_GAP:
+    if abs(value - _plain(net, data, carry_forward)) > SHUFFLE_GAP:
         raise CheckFailure("`shuffled_acc` is far from the accuracy on the original images: retrain on shuffled fitting "
-                           "images and score on validation images shuffled the same way.")
+                           "images and score on validation images shuffled the same way." + _not_carried(train_mlp, data))
 
 
 # ---------------------------------------------------------------- q5: Exercise 1 as code
@@ -731,8 +815,11 @@ def check_q6(fig_templates, net_weights) -> None:
 
 # ---------------------------------------------------------------- q7: the width sweep
 
-def check_q7(widths, sweep_errors, train_mlp, net, X_tr, y_tr, X_val, y_val, X_test, y_test) -> None:
-    """Figure 6.3: the sweep's grid, and the shape of the student's own curves."""
+def check_q7(widths, sweep_errors, train_mlp, net, X_tr, y_tr, X_val, y_val, X_test, y_test,
+             *, carry_forward: bool = False) -> None:
+    """Figure 6.3: the sweep's grid, and the shape of the student's own curves.
+
+    ``carry_forward``: see the module docstring (``train_mlp``)."""
     r = _reference()
     items = expect_sequence("widths", widths, len(r.WIDTHS))
     if [expect_int(f"widths[{i}]", w) for i, w in enumerate(items)] != list(r.WIDTHS):
@@ -748,29 +835,39 @@ def check_q7(widths, sweep_errors, train_mlp, net, X_tr, y_tr, X_val, y_val, X_t
             raise CheckFailure(f"`sweep_errors[{n}]` holds values outside [0, 1]: store validation errors, 1 - accuracy.")
         curves[n] = curve
     data = _data(X_tr, y_tr, X_val, y_val, X_test, y_test)
-    _expect_trains(train_mlp, data, "sweep_errors")
+    skipped = _bands_skipped(train_mlp, data, "sweep_errors", carry_forward)
     # every point of the student's own curves, trained again by the student's train_mlp (healthy or
     # not: the shape checks below alone pass a made-up curve; a few points would leave the rest free)
+    fits_its_images = []  # (n, width, accuracy on the first n fitting images minus on the others)
     for n in r.SWEEP_SIZES:
         for i, h in enumerate(r.WIDTHS):
             shown = f"the network `train_mlp` returned for the first {n} fitting images at width {h}"
             model = _retrained(train_mlp, data["X_tr"][:n], data["y_tr"][:n], shown, h, hidden=h, epochs=r.SWEEP_EPOCHS)
             error = 1 - model.accuracy(data["X_val"], data["y_val"])
+            if n < len(data["y_tr"]) and h >= 16:
+                fits_its_images.append((n, h, model.accuracy(data["X_tr"][:n], data["y_tr"][:n])
+                                        - model.accuracy(data["X_tr"][n:], data["y_tr"][n:])))
             if abs(curves[n][i] - error) > 1.0 / len(data["y_val"]) + 1e-6:
                 raise CheckFailure(f"`sweep_errors[{n}][{i}]` is not the validation error of the network `train_mlp` "
                                    f"trains on the first {n} fitting images at width {h}.")
-    if not _trains_well(train_mlp, data):
+    if skipped:
         return
+    for n, h, gap in fits_its_images:
+        if gap < SWEEP_FITS_ITS_IMAGES:
+            raise CheckFailure(f"The network `train_mlp` returns for the first {n} fitting images at width {h} knows "
+                               f"the other fitting images as well as those {n}: it was not trained on the first {n} "
+                               "alone." + _not_carried(train_mlp, data))
     for n, curve in curves.items():
         if curve[0] - min(curve) < SWEEP_FALL:
             raise CheckFailure(f"`sweep_errors[{n}]` does not fall steeply from width 2: store the validation error "
-                               "(1 - accuracy), not the accuracy.")
+                               "(1 - accuracy), not the accuracy." + _not_carried(train_mlp, data))
         if abs(curve[-1] - curve[-2]) > SWEEP_FLAT:
-            raise CheckFailure(f"`sweep_errors[{n}]` does not flatten at the widest widths.")
-    plain = 1 - _mlp("net", net).accuracy(data["X_val"], data["y_val"])
+            raise CheckFailure(f"`sweep_errors[{n}]` does not flatten at the widest widths." + _not_carried(train_mlp, data))
+    plain = 1 - _plain(net, data, carry_forward)
     if abs(curves[r.SWEEP_SIZES[-1]][-1] - plain) > SWEEP_LINK:
         raise CheckFailure(f"`sweep_errors[{r.SWEEP_SIZES[-1]}]` at width 256 is far from the validation error of "
-                           "`net` (the same network): measure every error on the validation images.")
+                           "`net` (the same network): measure every error on the validation images."
+                           + _not_carried(train_mlp, data))
 
 
 # ---------------------------------------------------------------- q8: distance concentration
@@ -792,31 +889,34 @@ def check_q8(dims, ratios) -> None:
 
 # ---------------------------------------------------------------- q9: the sealed test
 
-def check_q9(net_final, test_clean, test_shift2, shift_right, train_mlp, net, X_tr, y_tr, X_val, y_val, X_test, y_test) -> None:
-    """One sealed test check: the MLP fitted on all 1,200 development images, clean and shifted by 2."""
+def check_q9(net_final, test_clean, test_shift2, shift_right, train_mlp, net, X_tr, y_tr, X_val, y_val, X_test, y_test,
+             *, carry_forward: bool = False) -> None:
+    """One sealed test check: the MLP fitted on all 1,200 development images, clean and shifted by 2.
+
+    ``carry_forward``: see the module docstring (``train_mlp``, ``shift_right``)."""
     r = _reference()
     data = _data(X_tr, y_tr, X_val, y_val, X_test, y_test)
     n = len(data["y_test"])
     final = _mlp("net_final", net_final)
     clean = final.accuracy(data["X_test"], data["y_test"])
-    moved = final.accuracy(_shifted(shift_right, data["X_test"], 2), data["y_test"])
+    moved = final.accuracy(_shifted(shift_right, data["X_test"], 2, carry_forward), data["y_test"])
     _expect_accuracy_of("test_clean", test_clean, clean, n, "`net_final` scores on the 600 test images")
     _expect_accuracy_of("test_shift2", test_shift2, moved, n,
                         "`net_final` scores on the 600 test images moved 2 pixels right")
     # always: a table of the validation labels in front of `net` (nothing retrained) passes the bands below
-    _expect_trains(train_mlp, data, "net_final")
+    skipped = _bands_skipped(train_mlp, data, "net_final", carry_forward)
     _expect_reproduced(final, train_mlp, torch.cat([data["X_tr"], data["X_val"]]),
                        torch.cat([data["y_tr"], data["y_val"]]),
                        "on the 1,200 development images (fitting, then validation)")
-    if not _trains_well(train_mlp, data):
+    if skipped:
         return
     if final.accuracy(data["X_val"], data["y_val"]) < FINAL_KNOWS_VALIDATION:
         raise CheckFailure("`net_final` does not know the validation images: fit it on all 1,200 development images "
-                           "(fitting and validation together).")
+                           "(fitting and validation together)." + _not_carried(train_mlp, data))
     expected = _trained(data)
     if abs(clean - expected["test_clean"]) > TEST_BAND or abs(moved - expected["test_shift2"]) > TEST_SHIFT_BAND:
         raise CheckFailure("`net_final` does not score on the test images what the chapter's MLP fitted on the "
-                           "development images does.")
+                           "development images does." + _not_carried(train_mlp, data))
 
 
 # ---------------------------------------------------------------- q10: Exercise 2
@@ -862,8 +962,10 @@ def check_random_shifts_function(random_shifts: Callable) -> None:
 
 
 def check_q10(random_shifts, X_aug, y_aug, net_aug, aug_accs, robustness_gain, clean_cost, shift_right, shift_accs,
-              val_acc, train_mlp, net, X_tr, y_tr, X_val, y_val, X_test, y_test) -> None:
-    """Exercise 2: the augmented set, the re-plotted cliff, the robustness bought and the clean accuracy paid."""
+              val_acc, train_mlp, net, X_tr, y_tr, X_val, y_val, X_test, y_test, *, carry_forward: bool = False) -> None:
+    """Exercise 2: the augmented set, the re-plotted cliff, the robustness bought and the clean accuracy paid.
+
+    ``carry_forward``: see the module docstring (``train_mlp``, ``shift_right``)."""
     check_random_shifts_function(random_shifts)
     r = _reference()
     data = _data(X_tr, y_tr, X_val, y_val, X_test, y_test)
@@ -888,7 +990,7 @@ def check_q10(random_shifts, X_aug, y_aug, net_aug, aug_accs, robustness_gain, c
     augmented = _mlp("net_aug", net_aug)
     scores = []
     for s, value in zip(r.SHIFTS, values):
-        score = augmented.accuracy(_shifted(shift_right, data["X_val"], s), data["y_val"])
+        score = augmented.accuracy(_shifted(shift_right, data["X_val"], s, carry_forward), data["y_val"])
         _expect_accuracy_of(f"aug_accs[{s}]", value, score, len(data["y_val"]),
                             f"`net_aug` scores on the validation images moved {s} pixel(s) right")
         scores.append(score)
@@ -896,7 +998,7 @@ def check_q10(random_shifts, X_aug, y_aug, net_aug, aug_accs, robustness_gain, c
     try:
         before2 = _numbers("shift_accs", shift_accs, len(r.SHIFTS))[2]
     except CheckFailure:
-        before2 = _mlp("net", net).accuracy(_shifted(shift_right, data["X_val"], 2), data["y_val"])
+        before2 = _mlp("net", net).accuracy(_shifted(shift_right, data["X_val"], 2, carry_forward), data["y_val"])
     try:
         before0 = expect_number("val_acc", val_acc)
     except CheckFailure:
@@ -906,25 +1008,27 @@ def check_q10(random_shifts, X_aug, y_aug, net_aug, aug_accs, robustness_gain, c
     if abs(expect_number("clean_cost", clean_cost) - (before0 - values[0])) > 1e-6:
         raise CheckFailure("`clean_cost` is not val_acc - aug_accs[0].")
     # always: `net` behind a test-time search over shifts (nothing retrained) can pass the bands below
-    _expect_trains(train_mlp, data, "net_aug")
+    skipped = _bands_skipped(train_mlp, data, "net_aug", carry_forward)
     _expect_reproduced(augmented, train_mlp, X_aug.detach(), y_aug.detach(),
                        f"on `X_aug`, `y_aug` with epochs={r.AUG_EPOCHS}", epochs=r.AUG_EPOCHS)
-    if not _trains_well(train_mlp, data):
+    if skipped:
         return
-    plain = _mlp("net", net)
-    gain = scores[2] - plain.accuracy(_shifted(shift_right, data["X_val"], 2), data["y_val"])
-    cost = plain.accuracy(data["X_val"], data["y_val"]) - scores[0]
+    gain = scores[2] - _plain(net, data, carry_forward, shift_right, 2)
+    cost = _plain(net, data, carry_forward) - scores[0]
     if gain < AUG_MIN_GAIN:
         raise CheckFailure("`net_aug` is hardly more robust to a 2-pixel shift than `net`: train it on `X_aug`, and "
-                           "re-plot the cliff with `net_aug`.")
+                           "re-plot the cliff with `net_aug`." + _not_carried(train_mlp, data))
     if abs(cost) > AUG_MAX_COST:
-        raise CheckFailure("`net_aug`'s clean validation accuracy is far from `net`'s.")
+        raise CheckFailure("`net_aug`'s clean validation accuracy is far from `net`'s." + _not_carried(train_mlp, data))
 
 
 # ---------------------------------------------------------------- q11: Exercise 4
 
-def check_q11(y_random, net_memo, memo_train_acc, memo_val_acc, train_mlp, net, X_tr, y_tr, X_val, y_val, X_test, y_test) -> None:
-    """Exercise 4: random labels memorized (train accuracy near 1), validation near chance."""
+def check_q11(y_random, net_memo, memo_train_acc, memo_val_acc, train_mlp, net, X_tr, y_tr, X_val, y_val, X_test, y_test,
+              *, carry_forward: bool = False) -> None:
+    """Exercise 4: random labels memorized (train accuracy near 1), validation near chance.
+
+    ``carry_forward``: see the module docstring (``train_mlp``)."""
     data = _data(X_tr, y_tr, X_val, y_val, X_test, y_test)
     expect_tensor("y_random", y_random, shape=data["y_tr"].shape, dtype=torch.int64)
     if not torch.equal(y_random.sort().values, data["y_tr"].sort().values):
@@ -940,17 +1044,18 @@ def check_q11(y_random, net_memo, memo_train_acc, memo_val_acc, train_mlp, net, 
     _expect_accuracy_of("memo_val_acc", memo_val_acc, held_out, len(data["y_val"]),
                         "`net_memo` scores on the validation images against their true labels")
     # always: a network holding weights that never saw `y_random` cannot stand in for the training asked
-    _expect_trains(train_mlp, data, "net_memo")
+    skipped = _bands_skipped(train_mlp, data, "net_memo", carry_forward)
     _expect_reproduced(memo, train_mlp, data["X_tr"], y_random.detach(),
                        f"on `X_tr` and `y_random` at hidden={r.MEMO_HIDDEN}, epochs={r.MEMO_EPOCHS}",
                        hidden=r.MEMO_HIDDEN, epochs=r.MEMO_EPOCHS)
-    if not _trains_well(train_mlp, data):
+    if skipped:
         return
     if train < MEMO_MIN_TRAIN:
-        raise CheckFailure("`net_memo` has not memorized the random labels: train the wide MLP on X_tr with y_random.")
+        raise CheckFailure("`net_memo` has not memorized the random labels: train the wide MLP on X_tr with y_random."
+                           + _not_carried(train_mlp, data))
     if held_out > MEMO_MAX_VAL:
         raise CheckFailure("`net_memo` scores far above chance on the validation images: train it on the random "
-                           "labels, images left in place.")
+                           "labels, images left in place." + _not_carried(train_mlp, data))
 
 
 # ---------------------------------------------------------------- q12: Exercise 5

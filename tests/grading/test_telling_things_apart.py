@@ -77,7 +77,8 @@ def test_blank_student_notebook_scores_zero_without_crashing(graded):
 
 @pytest.mark.parametrize("variant", WRONG, ids=lambda v: v.name)
 def test_wrong_submission_loses_exactly_its_question(graded, variant):
-    common.assert_loses_exactly(graded[variant.name], EXPECTED_POINTS, variant.loses, variant.why)
+    common.assert_loses_exactly(graded[variant.name], EXPECTED_POINTS, (variant.loses,) + variant.also_loses,
+                                variant.why)
 
 
 @pytest.mark.parametrize("variant", ALTERNATIVE, ids=lambda v: v.name)

@@ -61,7 +61,8 @@ def test_catalogue_is_large_enough_and_covers_the_issues_mistakes():
 
 @pytest.mark.parametrize("variant", WRONG, ids=lambda v: v.name)
 def test_wrong_submission_loses_exactly_its_question(graded, variant):
-    common.assert_loses_exactly(graded[variant.name], EXPECTED_POINTS, variant.loses, variant.why)
+    common.assert_loses_exactly(graded[variant.name], EXPECTED_POINTS, (variant.loses,) + variant.also_loses,
+                                variant.why)
 
 
 @pytest.mark.parametrize("variant", ALTERNATIVE, ids=lambda v: v.name)
@@ -78,15 +79,20 @@ def test_a_broken_train_mlp_does_not_excuse_later_models(graded, variant, losing
 @pytest.mark.parametrize("variant, losing", SPECIAL_CASED, ids=lambda v: getattr(v, "name", ""))
 def test_a_student_function_special_cased_for_the_judge_gains_nothing(graded, variant, losing):
     """train_mlp returning a table of its labels for q11's arguments only (the judge scores net_memo's weights),
-    functions that swap `net` while the judge calls them (the judge reads every name once, first), a net trained
-    apart from a train_mlp that does not learn, or one that kills the process when the judge decides whether the
-    bands apply (later questions judge train_mlp by its own network)."""
+    or `net` with its columns moved for q4's (not a retraining), or training only for the default call (later
+    networks meet the recipe's bands: errors in train_mlp are not carried forward); functions that swap `net`
+    while the judge calls them (the judge reads every name once, first); a net trained apart from a train_mlp
+    that does not learn, or one that kills the process when the judge reads it."""
     common.assert_loses_exactly(graded[variant.name], EXPECTED_POINTS, losing, variant.why)
+    not_carried = "graded against the recipe's results, not carried forward"
     expected_reason = {"memo_train_mlp_returns_a_table_function": ("q11", "`net_memo` should be a PyTorch network"),
                        "memo_train_mlp_returns_a_table_network": ("q11", "`memo_train_acc` is not the accuracy"),
-                       "stateful_net_swap": ("q11", "`net_memo` cannot be graded on your own `train_mlp`"),
+                       "stateful_net_swap": ("q11", not_carried),
                        "net_trained_apart": ("q2", "`net` is not the network `train_mlp` trains"),
-                       "net_crashes_at_the_gate": ("q11", "`net_memo` cannot be graded on your own `train_mlp`")}
+                       "net_crashes_at_the_gate": ("q11", not_carried),
+                       "moved_columns_for_the_shuffle": ("q4", "`net_shuffled` is `net` with its first weight's "
+                                                               "columns moved"),
+                       "trains_only_for_the_default_call": ("q11", not_carried)}
     question, reason = expected_reason[variant.name]
     output = common.test_output(graded[variant.name], question)
     assert reason in output, output
