@@ -15,10 +15,12 @@ them back into NumPy arrays, and ``{"rng_seed": s}`` into
 ``np.random.default_rng(s)``, in the student's process.
 
 Errors carried forward.  A function's own question accepts it when it is
-right on the student's own earlier functions, checked on the property tests'
-random inputs: the targets on the student's ``neigh``, the vignetted target
-on the student's ``equivariant_target``, the conv and local models on the
-student's ``neigh`` features.  The later answers computed on the lesson's own
+right on the student's own earlier functions where those failed their own
+questions (one that passed is the reference's: called again, it could answer
+as it likes), checked on the property tests' random inputs and on the
+lesson's own crops: the targets on the student's ``neigh``, the vignetted
+target on the student's ``equivariant_target``, the conv and local models on
+the student's ``neigh`` features.  The later answers computed on the lesson's own
 inputs (the gaps of q3 and q4 on ``X_test[:50]``, ``SIGMA``, ``noise_free``
 and the learning curves) are by default (``carry_forward=False``) graded
 against the reference's: to carry an error forward there the judge would
@@ -348,13 +350,18 @@ def check_q3(K: Any, equivariant_target: Callable, gap_equivariant: Any, neigh: 
 
 
 def _equivariant_failure(target: Any, neigh: Any, adapter: Any) -> CheckFailure | None:
-    """q3's verdict on ``equivariant_target`` (the reference's values, or the student's own ``neigh``'s with the
-    reference kernel), decided once per grading."""
+    """q3's verdict on ``equivariant_target`` (the reference's values, or, for a ``neigh`` that failed q2, the
+    student's own ``neigh``'s with the reference kernel), decided once per grading.
+
+    A ``neigh`` that passed q2 is the reference's here: called again, it could answer the target's inputs with
+    whatever makes a wrong target match.
+    """
     ib = _ref()
     kflat = ib.edge_kernel().ravel()
+    own_neigh = _neigh_failure(neigh, adapter) is not None
 
     def options(x):
-        nb = _student_neigh_or_none(neigh, adapter, x)
+        nb = _student_neigh_or_none(neigh, adapter, x) if own_neigh else None
         expected = ib.equivariant_target(x)
         own = None if nb is None else _substantial((nb @ kflat).reshape(x.shape), expected)
         return [expected, own]
@@ -368,28 +375,30 @@ def _equivariant_is_reference(target: Any, neigh: Any, adapter: Any) -> bool:
     return _neigh_failure(neigh, adapter) is None and _equivariant_failure(target, neigh, adapter) is None
 
 
-def _vignetted_failure(target: Any, equivariant_target: Any, adapter: Any) -> CheckFailure | None:
-    """q4's verdict on ``vignetted_target`` (the reference's values, or the student's own
-    ``equivariant_target(gain * x)``), decided once per grading."""
+def _vignetted_failure(target: Any, equivariant_target: Any, adapter: Any, neigh: Any = None) -> CheckFailure | None:
+    """q4's verdict on ``vignetted_target`` (the reference's values, or, for an ``equivariant_target`` not graded
+    as the reference's, the student's own ``equivariant_target(gain * x)``), decided once per grading."""
     ib = _ref()
     ref_gain = ib.vignette_gain()
+    own_target = not _equivariant_is_reference(equivariant_target, neigh, adapter)
 
     def options(x):
         expected = ib.vignetted_target(x)
         try:
-            own = _substantial(call("equivariant_target", adapter, equivariant_target, ref_gain * x), expected)
+            own = (_substantial(call("equivariant_target", adapter, equivariant_target, ref_gain * x), expected)
+                   if own_target else None)
         except CheckFailure:
             own = None
         return [expected, own]
 
-    return once("vignetted_target", (target, equivariant_target, adapter),
+    return once("vignetted_target", (target, equivariant_target, adapter, neigh),
                 lambda: _target_property("vignetted_target", target, adapter, options))
 
 
 def _vignetted_is_reference(target: Any, equivariant_target: Any, neigh: Any, adapter: Any) -> bool:
     """Whether ``vignetted_target`` is graded as the reference's: it passed q4 on an equivariant target that is."""
     return (_equivariant_is_reference(equivariant_target, neigh, adapter)
-            and _vignetted_failure(target, equivariant_target, adapter) is None)
+            and _vignetted_failure(target, equivariant_target, adapter, neigh) is None)
 
 
 # ---------------------------------------------------------------- q4: vignetted target
@@ -405,7 +414,7 @@ def check_q4(gain: Any, vignetted_target: Callable, gap_vignetted: Any, equivari
     if not _close(g, ib.vignette_gain(), SUM_TOL):
         raise CheckFailure("`gain` has the right shape but the wrong values (1 at the centre (7.5, 7.5), "
                            "0.3 at the corners).")
-    _raise(_vignetted_failure(vignetted_target, equivariant_target, call_with_arrays))
+    _raise(_vignetted_failure(vignetted_target, equivariant_target, call_with_arrays, neigh))
     gap = expect_number("gap_vignetted", gap_vignetted)
     # the student's own gap only for a target that is not the reference's
     reference = _vignetted_is_reference(vignetted_target, equivariant_target, neigh, call_with_arrays)
@@ -506,7 +515,8 @@ def _least_squares_property(fit: Callable, predict: Callable, call_with_arrays: 
         Y = ib.vignetted_target(X) + 0.01 * rng.standard_normal(X.shape)
         got, shown = _fit_predict(fit, predict, call_with_arrays, model, X, Y, Xnew)
         options = [_expected_predictions(model, X, Y, Xnew)]
-        if model in ("conv", "local5"):
+        if model in ("conv", "local5") and _neigh_failure(neigh, call_with_arrays) is not None:
+            # only a neigh that failed q2 is the student's own here (one that passed is the reference's)
             nb, nb_new = (_student_neigh_or_none(neigh, call_with_arrays, a) for a in (X, Xnew))
             if nb is not None and nb_new is not None:
                 options.append(_expected_predictions(model, X, Y, Xnew, nb, nb_new))

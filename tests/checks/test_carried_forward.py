@@ -1112,3 +1112,62 @@ def test_wif_a_sweep_whose_small_fitting_set_networks_are_the_large_ones_does_no
     actual = failures({"q7": lambda: checks.check_q7(list(ref.WIDTHS), sweep, train_mlp, net, *data.values())})["q7"]
     assert actual is not None and "knows the other fitting images as well as those 300" in actual, \
         f"a n = 300 curve made of the n = 1000 networks should fail q7: {actual!r}"
+
+
+# ---------------------------------------------------------------- the fifth reviewer's: an earlier function that
+# passed its own question answers a later question's "own" option. Only a function that failed its own question
+# is the student's own there; one that passed is the reference's.
+
+def _hash(x) -> bytes:
+    return np.ascontiguousarray(x).tobytes()
+
+
+def test_ib_a_neigh_that_passed_q2_cannot_make_a_wrong_target_pass_q3(ib):
+    """neigh is right, except on the very array the (wrong, convolving) target was last called on, where it returns
+    the flipped neighbourhoods, so that the target matches "the student's own neigh with the reference kernel"."""
+    checks, ref = ib
+    seen = {"last": None}
+
+    def flipped_neigh(x):
+        return np.stack([np.roll(x, (a, b), axis=(-2, -1)).reshape(len(x), 256) for a, b in _OFFSETS], -1)
+
+    def neigh(x):
+        return flipped_neigh(x) if seen["last"] == _hash(x) else ref.neigh(x)
+
+    def convolution_target(x):  # wrong: the kernel flipped
+        seen["last"] = _hash(x)
+        return (flipped_neigh(x) @ ref.edge_kernel().ravel()).reshape(x.shape)
+
+    actual = failures({"q2": lambda: checks.check_q2(neigh, call_with_arrays),
+                       "q3": lambda: checks.check_q3(ref.edge_kernel(), convolution_target, 0.0, neigh,
+                                                     call_with_arrays)})
+    assert actual["q2"] is None, f"precondition: neigh passes q2: {actual['q2']!r}"
+    assert actual["q3"] is not None and "`equivariant_target(x)" in actual["q3"], \
+        f"a convolving target should fail q3 whatever neigh answers then: {actual['q3']!r}"
+
+
+def test_ib_an_equivariant_target_that_passed_q3_cannot_make_a_wrong_vignetted_target_pass_q4(ib):
+    """equivariant_target is right, except on gain times the array the (wrong, vignette-after-filter) vignetted
+    target was last called on, where it returns what that wrong target gives."""
+    checks, ref = ib
+    seen = {"last": None}
+    gain = ref.vignette_gain()
+
+    def equivariant_target(x):
+        last = seen["last"]
+        if last is not None and last.shape == x.shape and np.allclose(x, gain * last, rtol=0, atol=1e-12):
+            return gain * ref.equivariant_target(last)
+        return ref.equivariant_target(x)
+
+    def vignette_after_filter(x):  # wrong: the gain applied after the filter
+        seen["last"] = np.array(x, copy=True)
+        return gain * ref.equivariant_target(x)
+
+    gap = ref.equivariance_gap("vignetted", ref.test_crops()[:50])
+    actual = failures({
+        "q3": lambda: checks.check_q3(ref.edge_kernel(), equivariant_target, 0.0, ref.neigh, call_with_arrays),
+        "q4": lambda: checks.check_q4(gain, vignette_after_filter, gap, equivariant_target, call_with_arrays, ref.neigh),
+    })
+    assert actual["q3"] is None, f"precondition: equivariant_target passes q3: {actual['q3']!r}"
+    assert actual["q4"] is not None and "`vignetted_target(x)" in actual["q4"], \
+        f"a vignette applied after the filter should fail q4 whatever equivariant_target answers then: {actual['q4']!r}"
