@@ -536,13 +536,15 @@ def notebook(path: Path, *sources: str) -> Path:
 @pytest.mark.grading
 def test_a_tiny_cell_limit_reaches_the_judge(tiny_zip, tmp_path):
     submission = notebook(tmp_path / "slow.ipynb", "answer = 42", "import time\ntime.sleep(120)", "after = 1")
-    # 5 s, not less: on a loaded machine (other gradings on both cores) the first cell, which also warms up the
-    # student process, has taken more than 2 s
-    result = grade_one(tiny_zip, submission, tmp_path / "out", limits={"cell_seconds": 5, "deadline": 90})
+    result = grade_one(tiny_zip, submission, tmp_path / "out", limits={"cell_seconds": 2, "deadline": 90})
     results = results_of(result.results_path)
     assert result.scores == {"q1": (1.0, 1.0)}, f"the cells before the slow one still count: {result.scores}, {results}"
-    expected = "Code cell 2 interrupted after 5 seconds; grading went on without it."
-    assert expected in results["output"], f"the results should name the 5-second cell limit: {results['output']!r}"
+    # interrupted when the process answers SIGINT in time; on a loaded machine it may be stopped instead
+    expected = ("Code cell 2 interrupted after 2 seconds; grading went on without it.",
+                "Code cell 2 stopped: it took longer than 2 seconds while running code cell 2, and was stopped; "
+                "grading went on without it.")
+    assert any(e in results["output"] for e in expected), \
+        f"the results should name the 2-second cell limit: {results['output']!r}"
 
 
 @pytest.mark.grading
