@@ -193,6 +193,13 @@ def _rel(a: np.ndarray, b: np.ndarray) -> float:
     return float(((a - b) ** 2).sum() / max((b ** 2).sum(), 1e-300))
 
 
+def _reference_targets() -> list[tuple[str, Callable]]:
+    """``(name, reference target function)`` in the order of ``TARGETS`` (the first axis of the learning curves)."""
+    ib = _ref()
+    functions = {"equivariant": ib.equivariant_target, "vignetted": ib.vignetted_target}
+    return [(t, functions[t]) for t in ib.TARGETS]
+
+
 def _lesson_inputs() -> list[tuple[str, np.ndarray]]:
     """The crops the article's experiments call the student's functions on: ``X_test`` and seed 0's pool.
 
@@ -423,7 +430,9 @@ def check_q4(gain: Any, vignetted_target: Callable, gap_vignetted: Any, equivari
                  or not _own_gap_agrees(gap, vignetted_target, call_with_arrays, GAP_TOL))):
         raise CheckFailure("`gap_vignetted` has the right type but the wrong value: the largest "
                            "|T(shift(x)) - shift(T(x))| over X_test[:50]."
-                           + _not_carried([] if reference else ["equivariant_target"]))
+                           + _not_carried([] if reference else
+                                          ["neigh" if _neigh_failure(neigh, call_with_arrays) is not None
+                                           else "equivariant_target"]))
 
 
 def _not_carried(wrong: list[str] | set[str]) -> str:
@@ -557,7 +566,7 @@ def _lesson_cells(fit: Callable, predict: Callable, adapter: Any, neigh: Any) ->
     x_test = ib.test_crops()
     expected = ib.learning_curves(seeds=(0,)).errors
     models = MODELS if _neigh_failure(neigh, adapter) is None else ("shared16", "full")
-    for t_i, (t, target) in enumerate(zip(ib.TARGETS, (ib.equivariant_target, ib.vignetted_target))):
+    for t_i, (t, target) in enumerate(_reference_targets()):
         y_tr, y_test = target(x_tr) + noise, target(x_test)
         for m in models:
             m_i = MODELS.index(m)
@@ -603,7 +612,7 @@ def _rel_err_property(rel_err: Callable, call_with_arrays: Any) -> None:
     # the learning curves' own arrays: each target on X_test, against real predictions (each model fitted to
     # the first 16 of seed 0's crops) and against itself
     x_fit, x_test = ib.crops(16, np.random.default_rng(0)), ib.test_crops()
-    for t, target in zip(ib.TARGETS, (ib.equivariant_target, ib.vignetted_target)):
+    for t, target in _reference_targets():
         y_test = target(x_test)
         for y_hat in [y_test] + [ib.predict(m, ib.fit(m, x_fit, target(x_fit)), x_test) for m in MODELS]:
             got = expect_number("rel_err(Y_hat, Y) on the learning curves' own arrays",
@@ -673,7 +682,7 @@ class _Own:
         ib = _ref()
         x, x_fit = ib.test_crops()[:20], ib.crops(16, np.random.default_rng(7))
         try:
-            for t, reference in (("equivariant", ib.equivariant_target), ("vignetted", ib.vignetted_target)):
+            for t, reference in _reference_targets():
                 if _substantial(self.target(t, x), reference(x)) is None:
                     return f"`{t}_target` gives (nearly) zeros"
             y = ib.equivariant_target(x)
