@@ -569,9 +569,11 @@ class StudentEnvironment(dict):
     function the judge calls in one question cannot rebind a name another
     question reads (swap ``net`` between questions); a model's parameters are
     copied when it crosses, so they are fixed at the snapshot too. After the
-    student process was restarted (a crash, a limit), the snapshot is taken
-    again from the replayed notebook. A name outside ``names`` (read through
-    ``env``) is fetched when first read.
+    student process was restarted (a crash, a limit), only the functions'
+    handles are taken from the replayed notebook: every other value, and every
+    name that was missing or unreadable, stays as first read (see
+    :meth:`_keep_first`). A name outside ``names`` (read through ``env``) is
+    fetched when first read, and kept the same way.
     """
 
     def __init__(self, session: Session, names: list[str]):
@@ -615,26 +617,38 @@ class StudentEnvironment(dict):
         """After a restart: the first snapshot's data, and its networks' parameters, stand.
 
         Only the handles of functions are new (the old ones died with the old
-        process). A notebook that gives other values when it is replayed (it
-        looks for a file its first run wrote, a clock, a random draw) cannot
-        change what later questions read; a network that is not the one first
-        read fails its forward check against the first parameters.
+        process), and only where the first read held one too. A notebook that
+        gives other values when it is replayed (it looks for a file its first
+        run wrote, a clock, a random draw, values the judge sent to its
+        functions before the restart) cannot change what later questions read:
+        a name missing or unreadable at first stays so (a sixth hostile review
+        left ``SIGMA`` undefined, captured the reference's targets through
+        ``rel_err``, stopped the process, and computed ``SIGMA`` from them in
+        the replay); a network that is not the one first read fails its
+        forward check against the first parameters.
         """
         for name, first in self._first.items():
             now = dict.get(self, name)
-            if first is None or _holds_handle(first):
+            if _holds_handle(first) and name not in self:  # read through `env`: its new handle is fetched now
+                now = self._fetch(name)
+            if _holds_handle(first) and _holds_handle(now):
                 if isinstance(first, RemoteCallable) and isinstance(now, RemoteCallable):
                     now.is_module, now.parameters = first.is_module, first.parameters
+                self[name] = now
                 continue
-            self[name] = first
+            self[name] = None if _holds_handle(first) else first
+
+    def _fetch(self, name: str) -> Any:
+        """The value of ``name`` in the running student process, ``None`` when missing or unreadable."""
+        try:
+            return self._session.values([name])[name]
+        except StudentFailure:
+            return None
 
     def get(self, name, default=None):
         self.refresh()
-        if name not in self:
-            try:
-                self[name] = self._session.values([name])[name]
-            except StudentFailure:
-                self[name] = None
+        if name not in self:  # read through `env` for the first time: kept like the snapshot's names
+            self[name] = self._first[name] = self._fetch(name)
         value = dict.get(self, name)
         return default if value is None else value
 
