@@ -734,7 +734,11 @@ def check_fgsm_function(fgsm: Callable, model: Any, net: nn.Module, trained: boo
     epsilon up or down (then clamped). On the first 100 test digits ``net``
     reads right with probability above 0.9 (when ``trained``): the same steps,
     the pixels moved the reference's way, and the verdict flipped on most of
-    them whenever the reference step flips most.
+    them whenever the reference step flips most. On the same digits given
+    the next label (``(label + 1) % 10``): the pixels moved the reference's
+    way too, so the step follows the ``label`` it is given (on a confident
+    digit the true label is the predicted class, and an ``fgsm`` attacking
+    the prediction passed the rest: a sixth hostile review).
     """
     expect_callable("fgsm", fgsm)
     ref = _reference()
@@ -757,21 +761,30 @@ def check_fgsm_function(fgsm: Callable, model: Any, net: nn.Module, trained: boo
 
     digits = ref.confident_digits(net, images, labels) if trained else torch.arange(20)
     flips, reference_flips, agree, moved = 0, 0, 0, 0
+    other_agree, other_moved = 0, 0  # the same digits, given the next label
     for i in digits.tolist():
-        shown = f"fgsm(model, test digit {i}, {int(labels[i])}, {ref.EPSILON})"
-        out = call_student("fgsm", fgsm, model, images[i].clone(), int(labels[i]), ref.EPSILON)
-        out = expect_tensor(shown, out, shape=(1, 28, 28), dtype=torch.float32, requires_grad=None).detach()
-        _check_step(out, images[i], ref.EPSILON, shown)
-        expected = ref.fgsm(net, images[i], int(labels[i]), ref.EPSILON)
-        changed = (expected - images[i]).abs() > STEP_TOL
-        moved += int(changed.sum())
-        agree += int(((out - expected).abs() <= STEP_TOL)[changed].sum())
-        with torch.no_grad():
-            flips += int(net(out.unsqueeze(0)).argmax()) != int(labels[i])
-            reference_flips += int(net(expected.unsqueeze(0)).argmax()) != int(labels[i])
+        for label in (int(labels[i]), (int(labels[i]) + 1) % 10):
+            shown = f"fgsm(model, test digit {i}, {label}, {ref.EPSILON})"
+            out = call_student("fgsm", fgsm, model, images[i].clone(), label, ref.EPSILON)
+            out = expect_tensor(shown, out, shape=(1, 28, 28), dtype=torch.float32, requires_grad=None).detach()
+            _check_step(out, images[i], ref.EPSILON, shown)
+            expected = ref.fgsm(net, images[i], label, ref.EPSILON)
+            changed = (expected - images[i]).abs() > STEP_TOL
+            same_way = int(((out - expected).abs() <= STEP_TOL)[changed].sum())
+            if label != int(labels[i]):
+                other_agree, other_moved = other_agree + same_way, other_moved + int(changed.sum())
+                continue
+            moved, agree = moved + int(changed.sum()), agree + same_way
+            with torch.no_grad():
+                flips += int(net(out.unsqueeze(0)).argmax()) != int(labels[i])
+                reference_flips += int(net(expected.unsqueeze(0)).argmax()) != int(labels[i])
     if moved and agree < SIGN_AGREEMENT * moved:
         raise CheckFailure("`fgsm` steps many pixels the other way: step along the sign of the gradient of the "
                            "loss (cross-entropy against the true label), which *raises* the loss.")
+    if other_moved and other_agree < SIGN_AGREEMENT * other_moved:
+        raise CheckFailure("`fgsm` given another label than the digit's steps many pixels the other way: the step "
+                           "must follow the gradient of the loss against the `label` it is given, not against the "
+                           "class the model predicts.")
     if trained and reference_flips > MOST * len(digits) and flips <= MOST * len(digits):
         raise CheckFailure(f"`fgsm` at epsilon {ref.EPSILON} flips the verdict on {flips} of {len(digits)} "
                            "confidently right test digits, not most of them: step so as to raise the loss.")

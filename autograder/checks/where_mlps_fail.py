@@ -445,6 +445,8 @@ def check_compare_shared_function(compare_shared: Callable) -> None:
     expect_callable("compare_shared", compare_shared)
     reference_slide = _reference().slide
 
+    reference_compare = _reference().compare_shared
+
     @given(st.data())
     def compares_the_shared_columns(data):
         pixels = data.draw(st.integers(1, 5), label="pixels")
@@ -452,15 +454,32 @@ def check_compare_shared_function(compare_shared: Callable) -> None:
         kernel = seeded_images(data.draw, (3, 1, 3, 3), lit_fraction=1.0) - 0.5
         maps = F.conv2d(x, kernel)
         moved = F.conv2d(reference_slide(x, pixels), kernel)
+        # every entry of the shared columns counts, with allclose's tolerance (a sixth hostile review passed the
+        # old test comparing only the last column, sums, or with atol=0.5)
+        size = data.draw(st.sampled_from([0.01, 0.1, 1.0]), label="change")
+        where = torch.Generator().manual_seed(data.draw(st.integers(0, 2**31 - 1), label="where"))
+
+        def changed(first: int, last: int, *sizes: float) -> torch.Tensor:
+            out = moved.clone()
+            for step in sizes:  # one random entry of columns first..last-1 per step
+                c, r, k = (int(torch.randint(n, (1,), generator=where)) for n in (out.shape[1], out.shape[2], last - first))
+                out[0, c, r, first + k] += step
+            return out
+
+        width = moved.shape[-1]
+        cases = [(moved, f"a convolution of an image moved {pixels} column(s) with black filled in"),
+                 (changed(pixels, width, size), f"that moved map with one entry of the shared columns changed by {size}"),
+                 (changed(pixels, width, size, -size), f"that moved map with two entries of the shared columns "
+                                                       f"changed by +{size} and -{size}"),
+                 (changed(0, pixels, size), f"that moved map with one entry of the {pixels} column(s) that came in "
+                                            "on the left changed")]
         shown = f"compare_shared(maps_moved, maps, {pixels})"
-        if expect_bool(shown, call_student("compare_shared", compare_shared, moved, maps, pixels)) is not True:
-            raise CheckFailure(f"`{shown}` is False for a convolution of an image moved {pixels} column(s) "
-                               "with black filled in: compare only the columns both maps hold.")
-        broken = moved.clone()
-        broken[..., -1] += 1.0
-        if expect_bool(shown, call_student("compare_shared", compare_shared, broken, maps, pixels)) is not False:
-            raise CheckFailure(f"`{shown}` is True although the moved map's last column differs from the "
-                               "map in place.")
+        for maps_moved, what in cases:
+            answer = expect_bool(shown, call_student("compare_shared", compare_shared, maps_moved, maps, pixels))
+            if answer is not reference_compare(maps_moved, maps, pixels):
+                raise CheckFailure(f"`{shown}` is {answer} for {what}: compare, with torch.allclose, every entry of "
+                                   f"the columns both maps hold (columns {pixels} and after of the moved map against "
+                                   f"all but the last {pixels} of the map in place), and only those.")
 
     run_property(compares_the_shared_columns)
 
@@ -530,6 +549,10 @@ def check_q3_6(fig, x, vertical, horizontal) -> None:
         raise CheckFailure("`fig`: the maps' colour scale is not centred on zero; use vmin=-limit, vmax=limit.")
     if high1 + 1e-6 < float(wanted[1].abs().max()):
         raise CheckFailure("`fig`: the colour scale is narrower than the vertical map's largest absolute value.")
+    # ...and no wider than the larger map's: a limit of 1e6 draws both maps flat grey (sixth hostile review)
+    if high1 > (1 + 1e-5) * max(float(wanted[1].abs().max()), float(wanted[2].abs().max())) + 1e-6:
+        raise CheckFailure("`fig`: the colour scale is wider than the maps' values, which flattens them; take "
+                           "the limit from the vertical map's largest absolute value.")
 
 
 def check_q3_7(trouser_verdicts) -> None:

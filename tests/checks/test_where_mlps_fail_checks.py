@@ -55,16 +55,18 @@ def answers() -> dict:
     return ref.answers()
 
 
-def lesson_figure(x, vertical, horizontal, *, shared_scale=True, n_axes=3):
+def lesson_figure(x, vertical, horizontal, *, shared_scale=True, n_axes=3, limit=None):
     """edges.png drawn as the lesson's solution draws it (pyplot, Agg backend).
 
     ``shared_scale=False`` gives each map its own symmetric scale; ``n_axes``
-    other than 3 adds empty Axes (the trousers shown again in the extras).
+    other than 3 adds empty Axes (the trousers shown again in the extras);
+    ``limit`` replaces the shared scale's limit (the vertical map's largest
+    absolute value).
     """
     edges, flat_edges = F.conv2d(x, vertical), F.conv2d(x, horizontal)
     fig, axes = plt.subplots(1, n_axes, figsize=(4 * n_axes, 4))
     axes[0].imshow(x[0, 0], cmap="gray")
-    limit = edges.abs().max().item()
+    limit = edges.abs().max().item() if limit is None else limit
     for ax, m in ((axes[1], edges), (axes[2], flat_edges)):
         own = m.abs().max().item()
         scale = limit if shared_scale else own
@@ -472,8 +474,31 @@ def test_compare_shared_over_the_whole_width_fails():
 
 def test_compare_shared_that_is_always_true_fails():
     actual = failure_message(checks.check_compare_shared_function, lambda maps_moved, maps, pixels: True)
-    expected = "is True although the moved map's last column differs"
+    expected = "is True for that moved map with one entry of the shared columns changed by"
     assert expected in actual, f"expected {expected!r} in the message, got {actual!r}"
+
+
+#: The sixth hostile review's compare_shared variants, each passing the old property test (one changed last column).
+COMPARE_SHARED_WRONG = {
+    "last_column_only": lambda mm, m, p: torch.allclose(mm[..., -1], m[..., -1 - p]),
+    "first_shared_column_dropped": lambda mm, m, p: torch.allclose(mm[..., p + 1:], m[..., 1:-p]),
+    "sums": lambda mm, m, p: torch.allclose(mm[..., p:].sum(), m[..., :-p].sum()),
+    "loose_atol": lambda mm, m, p: torch.allclose(mm[..., p:], m[..., :-p], atol=0.5),
+    "last_two_columns": lambda mm, m, p: torch.allclose(mm[..., -2:], m[..., -2 - p:-p]),
+}
+
+
+@pytest.mark.parametrize("wrong", list(COMPARE_SHARED_WRONG), ids=list(COMPARE_SHARED_WRONG))
+def test_compare_shared_must_compare_every_shared_entry_with_allcloses_tolerance(wrong):
+    actual = failure_message(checks.check_compare_shared_function, COMPARE_SHARED_WRONG[wrong])
+    assert actual.startswith("`compare_shared(maps_moved, maps, ") and "every entry of the columns both maps hold" \
+        in actual, f"compare_shared variant {wrong!r} should fail its property test, naming the columns: {actual!r}"
+
+
+def test_compare_shared_with_torch_equal_on_the_shared_columns_passes():
+    """Another correct answer: the shared columns of a moved convolution are equal to the last bit."""
+    actual = checks.check_compare_shared_function(lambda mm, m, p: torch.equal(mm[..., p:], m[..., :-p]))
+    assert actual is None, "compare_shared with torch.equal on the shared columns should pass"
 
 
 @pytest.mark.parametrize(
@@ -535,6 +560,22 @@ def test_q3_6_maps_on_separate_scales_fail(answers, figure_factory):
     actual = failure_message(checks.check_q3_6, fig, answers["x"], answers["vertical"], answers["horizontal"])
     expected = "`fig`: the two maps are drawn on different colour scales"
     assert actual.startswith(expected), f"expected {expected!r}, got {actual!r}"
+
+
+@pytest.mark.parametrize("limit, passes", [(1e6, False), (0.5, False), ("horizontal", True)])
+def test_q3_6_colour_limit_is_the_maps_own(answers, figure_factory, limit, passes):
+    """The sixth hostile review: vmax = 1e6 (both maps flat grey) passed; a limit below the vertical map's largest
+    absolute value fails, and one taken from the larger of the two maps is accepted."""
+    x, vertical, horizontal = answers["x"], answers["vertical"], answers["horizontal"]
+    if limit == "horizontal":
+        limit = max(F.conv2d(x, vertical).abs().max().item(), F.conv2d(x, horizontal).abs().max().item())
+    fig = figure_factory(x, vertical, horizontal, limit=limit)
+    actual = failure_message(checks.check_q3_6, fig, x, vertical, horizontal) if not passes else \
+        checks.check_q3_6(fig, x, vertical, horizontal)
+    if passes:
+        assert actual is None, f"a limit of {limit} (the larger map's largest absolute value) should pass q3_6"
+    else:
+        assert actual.startswith("`fig`: the colour scale is"), f"a limit of {limit} should fail q3_6: {actual!r}"
 
 
 def test_q3_6_four_axes_fail(answers, figure_factory):

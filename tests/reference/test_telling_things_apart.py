@@ -443,10 +443,19 @@ def _fgsm(step):
     return fgsm
 
 
+def _fgsm_against_the_prediction(model, image, label, epsilon):
+    x = image.clone().unsqueeze(0).requires_grad_(True)
+    logits = model(x)
+    F.cross_entropy(logits, logits.argmax(1)).backward()
+    return (x.detach() + epsilon * x.grad.sign()).clamp(0, 1)[0]
+
+
 WRONG_FGSM = {
     "no sign": (_fgsm(lambda x, g, e: (x + e * g).clamp(0, 1)), "sign"),
     "no clamp": (_fgsm(lambda x, g, e: x + e * g.sign()), r"\[0, 1\]"),
     "downhill": (_fgsm(lambda x, g, e: (x - e * g.sign()).clamp(0, 1)), "other way"),
+    # the sixth hostile review: the loss against the predicted class, `label` ignored
+    "prediction for label": (_fgsm_against_the_prediction, "not against the class the model predicts"),
 }
 
 
