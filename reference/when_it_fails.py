@@ -132,6 +132,20 @@ def select(train: bool, idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return images[idx].to(torch.float32).div_(255), labels[idx].clone()
 
 
+def unseen_test_images(X_test: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The test file's images that are not rows of ``X_test``: float32 ``(m, 784)`` (byte / 255), int64 labels.
+
+    ``X_test`` ``(n, 784)`` holds test-file images (byte / 255), as a split's
+    sealed test set does; the rest of the file (9,400 images beside the
+    reference's 600) is what a network that never saw ``X_test`` must find
+    exactly as hard (the sealed test check of Section 6.5, graded in q9).
+    """
+    _, _, test_images, _ = _raw()
+    taken = {row.tobytes() for row in torch.round(X_test.detach() * 255).to(torch.uint8).numpy()}
+    keep = torch.tensor([row.tobytes() not in taken for row in test_images.numpy()])
+    return select(False, torch.nonzero(keep).flatten())
+
+
 def load_split(seed: int = SPLIT_SEED) -> dict[str, torch.Tensor]:
     """The six tensors of the split and the development set, images flattened to 784.
 
@@ -161,9 +175,10 @@ def train_mlp(X: torch.Tensor, y: torch.Tensor, hidden: int = HIDDEN, epochs: in
 
     ``torch.manual_seed(seed)`` before the model is built (its initial
     weights), and the batch order of every epoch from
-    ``torch.randperm(len(X), generator=g)`` with ``g`` seeded ``seed`` (what
-    a ``DataLoader(..., shuffle=True, generator=g)`` draws too). The same
-    seed gives the same weights at a given thread count.
+    ``torch.randperm(len(X), generator=g)`` with ``g`` seeded ``seed`` (a
+    ``DataLoader(..., shuffle=True, generator=g)`` draws another order from
+    the same generator: another seed of the same recipe). The same seed
+    gives the same weights at a given thread count.
 
     Args:
         X: float32 images ``(n, 784)``; y: int64 labels ``(n,)``.
@@ -311,7 +326,8 @@ def _compute_exact_at_threads() -> dict:
     previous = torch.get_num_threads()
     torch.set_num_threads(THREADS)
     try:
-        return _compute_exact()
+        with torch.random.fork_rng(devices=[]):  # building mlp() for n_params draws initial weights
+            return _compute_exact()
     finally:
         torch.set_num_threads(previous)
 
@@ -353,7 +369,8 @@ def trained_answers(X_tr=None, y_tr=None, X_val=None, y_val=None, X_test=None, y
 
     Trains the chapter's MLP on ``X_tr`` (``val_acc`` on ``X_val``; the shift
     table ``shift_accs`` on it) and on ``X_tr`` then ``X_val`` together
-    (``test_clean``, ``test_shift2`` on ``X_test``), at :data:`THREADS`
+    (``test_clean``, ``test_shift2`` on ``X_test``; ``final_weights``, that
+    network's four parameters, to compare a student's with), at :data:`THREADS`
     thread(s), with the caller's random state kept. Cached per data, so the
     checks of several questions train once; about 2 s of CPU.
     """
@@ -382,6 +399,7 @@ def _train_on(X_tr, y_tr, X_val, y_val, X_test, y_test) -> dict:
             "shift_accs": [accuracy(net, shift_right(X_val, s), y_val) for s in SHIFTS],
             "test_clean": accuracy(net_final, X_test, y_test),
             "test_shift2": accuracy(net_final, shift_right(X_test, 2), y_test),
+            "final_weights": [p.detach().clone() for p in net_final.parameters()],
         }
     finally:
         torch.set_num_threads(previous)

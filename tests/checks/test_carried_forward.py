@@ -502,13 +502,14 @@ def _wif_weights(kind: str) -> list[torch.Tensor]:
     return [torch.zeros_like(w) for w in weights] if kind == "zeros" else weights
 
 
-def _templates(first: torch.Tensor):
+def _templates(first: torch.Tensor, limit: float | None = None):
+    """Figure 6.2 for the first weight ``first``: each row on its own largest absolute weight, or on ``limit``."""
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(4, 4)
     for i, ax in enumerate(axes.flat):
-        limit = max(float(first[i].abs().max()), 1e-3)
-        ax.imshow(first[i].view(28, 28), cmap="coolwarm", vmin=-limit, vmax=limit)
+        row_limit = max(float(first[i].abs().max()), 1e-3) if limit is None else limit
+        ax.imshow(first[i].view(28, 28), cmap="coolwarm", vmin=-row_limit, vmax=row_limit)
     return fig
 
 
@@ -553,6 +554,26 @@ def test_wif_the_students_own_weights_are_still_carried_forward(wif):
     finally:
         plt.close(fig)
     assert actual == {"q5": None, "q6": None}, f"q5 and q6 should grade the student's own weights: {actual}"
+
+
+@pytest.mark.parametrize("limit, failure", [(None, None), (1.0, None), (1e6, "far wider than the weights"),
+                                            (1e-9, "narrower than most of its weights")])
+def test_wif_templates_are_drawn_on_the_weights_own_scale(wif_healthy, limit, failure):
+    """The sixth hostile review drew the templates at a limit of 1e6 (flat) or 1e-9 (saturated); the row's own
+    largest weight and a round number near the layer's largest pass."""
+    import matplotlib.pyplot as plt
+
+    checks, _, _, net = wif_healthy
+    weights = [p.detach().clone() for p in net.parameters()]
+    fig = _templates(weights[0], limit)
+    try:
+        actual = failures({"q6": lambda: checks.check_q6(fig, weights)})["q6"]
+    finally:
+        plt.close(fig)
+    if failure is None:
+        assert actual is None, f"templates at limit {limit} (None: each row's own) should pass q6: {actual!r}"
+    else:
+        assert actual is not None and failure in actual, f"templates at limit {limit} should fail q6: {actual!r}"
 
 
 # ---------------------------------------------------------------- when_it_fails: the data split
@@ -807,10 +828,26 @@ def test_ib_carried_forward_learning_curves_are_checked_on_every_seed(ib):
 
 def _variant_train_mlp(ref, kind: str):
     """The recipe's train_mlp with one mistake: ``"untrained"`` (no pass over the data), ``"epochs_ignored"``
-    (always 30 epochs), ``"globals"`` (trains on the fitting set, whatever it is given)."""
+    (always 30 epochs), ``"globals"`` (trains on the fitting set, whatever it is given), ``"in_order"`` (batches
+    taken in order, never shuffled: the seventh hostile review's). ``"dataloader"`` is no mistake: a shuffling
+    ``DataLoader`` with a seeded generator (another order than the recipe's ``randperm``)."""
     a = ref.answers()
 
     def train_mlp(X, y, hidden=256, epochs=30, seed=0):
+        if kind in ("in_order", "dataloader"):
+            torch.manual_seed(seed)
+            net = ref.mlp(hidden)
+            optimizer = torch.optim.Adam(net.parameters(), lr=ref.LEARNING_RATE)
+            g = torch.Generator().manual_seed(seed)
+            loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(X, y), batch_size=ref.BATCH_SIZE,
+                                                 shuffle=kind == "dataloader", generator=g)
+            for _ in range(epochs):
+                for xb, yb in loader:
+                    loss = torch.nn.functional.cross_entropy(net(xb), yb)
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+            return net.eval()
         if kind == "untrained":
             epochs = 0
         elif kind == "epochs_ignored":
@@ -825,6 +862,8 @@ def _variant_train_mlp(ref, kind: str):
 @pytest.mark.parametrize("kind, message", [
     ("epochs_ignored", "`train_mlp` gives the same model for epochs=2 and epochs=3"),
     ("globals", "`train_mlp` gives the same model for other labels"),
+    ("in_order", "`train_mlp` takes the images in the same order every epoch"),
+    ("dataloader", None),
 ])
 def test_wif_a_train_mlp_that_ignores_an_argument_fails_q2(wif, kind, message):
     """q2's net (trained with the defaults on X_tr) cannot show it; the small problem of check_train_function can."""
@@ -832,9 +871,53 @@ def test_wif_a_train_mlp_that_ignores_an_argument_fails_q2(wif, kind, message):
     from reference import when_it_fails as ref
 
     actual = failures({"q2": lambda: checks.check_train_function(_variant_train_mlp(ref, kind))})["q2"]
-    assert actual is not None and actual.startswith(message), f"{kind}: q2 should fail: {actual!r}"
+    if message is None:
+        assert actual is None, f"{kind} is another correct train_mlp and should pass: {actual!r}"
+    else:
+        assert actual is not None and actual.startswith(message), f"{kind}: q2 should fail: {actual!r}"
     control = failures({"q2": lambda: checks.check_train_function(ref.train_mlp)})["q2"]
     assert control is None, f"control: the recipe's train_mlp passes: {control!r}"
+
+
+def _random_shifts_variant(ref, kind: str):
+    """The seventh hostile review's random_shifts: ``"seed_ignored"`` (always seed 0), ``"left_for_positive"``
+    (every shift the other way), ``"max_shift_2"`` (the draw of -2..2 whatever is asked)."""
+
+    def random_shifts(X, max_shift, seed):
+        if kind == "seed_ignored":
+            seed = 0
+        if kind == "max_shift_2":
+            max_shift = 2
+        out = ref.random_shifts(X, max_shift, seed)
+        if kind == "left_for_positive":
+            amounts = torch.randint(-max_shift, max_shift + 1, (len(X),), generator=torch.Generator().manual_seed(seed))
+            out = torch.stack([ref.shift(x[None], -int(s))[0] for x, s in zip(X, amounts)])
+        return out
+
+    return random_shifts
+
+
+@pytest.mark.parametrize("kind", ["seed_ignored", "left_for_positive"])
+def test_wif_random_shifts_must_be_the_questions_draw(wif, kind):
+    checks, ref = wif
+    actual = failures({"q10": lambda: checks.check_random_shifts_function(_random_shifts_variant(ref, kind))})["q10"]
+    assert actual is not None and "does not move image i by shift[i] pixels" in actual, \
+        f"random_shifts ({kind}) should fail its property test: {actual!r}"
+    control = failures({"q10": lambda: checks.check_random_shifts_function(ref.random_shifts)})["q10"]
+    assert control is None, f"control: the reference's random_shifts passes: {control!r}"
+
+
+def test_wif_x_aug_copies_must_be_the_questions_draws(wif_healthy):
+    """The seventh hostile review's X_aug: three copies of random_shifts(X_tr, 2, 1). The check stops at the
+    copies, before any training, so net_aug and the numbers after it are placeholders here."""
+    checks, ref, data, net = wif_healthy
+    X_aug = torch.cat([data["X_tr"]] + [ref.random_shifts(data["X_tr"], 2, 1)] * 3)
+    y_aug = data["y_tr"].repeat(4)
+    actual = failures({"q10": lambda: checks.check_q10(ref.random_shifts, X_aug, y_aug, net, [0.0] * 5, 0.0, 0.0,
+                                                       ref.shift_right, [0.0] * 5, 0.0, ref.train_mlp, net,
+                                                       *data.values())})["q10"]
+    assert actual is not None and actual.startswith("`X_aug`'s copy 1 is not `random_shifts(X_tr, 3, 1)`"), \
+        f"copies drawn with max_shift 2 and one seed should fail q10: {actual!r}"
 
 
 def test_wif_an_untrained_train_mlp_is_not_carried_forward(wif_healthy):
@@ -883,6 +966,39 @@ def test_wif_a_shift_right_that_passes_q3_is_graded_as_the_reference_in_q9(wif_h
     assert actual["q3"] is None, f"precondition: the special case passes q3's property test: {actual['q3']!r}"
     assert actual["q9"] is not None and actual["q9"].startswith("`test_shift2` is not the accuracy"), \
         f"test_shift2 made with a special-cased shift should fail q9: {actual['q9']!r}"
+
+
+def _leaking_train_mlp(ref, X_test: torch.Tensor, y_test: torch.Tensor, leaked: int, seed: int):
+    """The recipe at ``seed``, except that a fit on the 1,200 development images also fits the first ``leaked``
+    sealed test images (what a student's function can read from the notebook's globals)."""
+
+    def train_mlp(X, y, hidden=256, epochs=30):
+        if len(X) == ref.N_DEV and leaked:
+            X, y = torch.cat([X, X_test[:leaked]]), torch.cat([y, y_test[:leaked]])
+        return ref.train_mlp(X, y, hidden=hidden, epochs=epochs, seed=seed)
+
+    return train_mlp
+
+
+@pytest.mark.parametrize("seed, leaked", [(3, 0), (3, 300)])
+def test_wif_a_net_final_that_saw_test_images_fails_q9(wif_healthy, seed, leaked):
+    """The fourth reviewer's q9 hole, narrowed: a `train_mlp` that adds test images to the final fit, the
+    network reproduced by the judge's call. 300 leaked images are caught by the membership test; the same
+    recipe at another seed, with nothing leaked, passes the whole of q9."""
+    checks, ref, data, net = wif_healthy
+    train_mlp = _leaking_train_mlp(ref, data["X_test"], data["y_test"], leaked, seed)
+    X_dev, y_dev = torch.cat([data["X_tr"], data["X_val"]]), torch.cat([data["y_tr"], data["y_val"]])
+    with torch.random.fork_rng(devices=[]):
+        net_final = train_mlp(X_dev, y_dev)
+    clean = _score(net_final, data["X_test"], data["y_test"])
+    shifted = _score(net_final, ref.shift_right(data["X_test"], 2), data["y_test"])
+    actual = failures({"q9": lambda: checks.check_q9(net_final, clean, shifted, ref.shift_right, train_mlp, net,
+                                                     *data.values())})["q9"]
+    if leaked:
+        assert actual is not None and actual.startswith("`net_final` fits the sealed test images better"), \
+            f"a net_final trained on {leaked} test images should fail q9's membership test: {actual!r}"
+    else:
+        assert actual is None, f"an honest net_final at seed {seed} should pass q9: {actual!r}"
 
 
 def test_wif_a_net_trained_apart_from_a_train_mlp_that_does_not_learn_carries_nothing(wif_healthy):
