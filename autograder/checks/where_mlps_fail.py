@@ -160,7 +160,7 @@ def check_slide_function(slide: Callable) -> None:
     """``slide(x, pixels)`` against the reference, by property (Hypothesis, derandomized).
 
     Properties: equal to the reference black-filled shift for batches of
-    any size and width and every shift from 1 to width - 1; equal to
+    any shape ``(..., W)`` and every shift from 1 to width - 1; equal to
     ``torch.roll`` exactly when the last ``pixels`` columns are dark and
     different when they are lit; input left unchanged; and a convolution of
     the slid batch equals the slid convolution on the columns both hold
@@ -175,9 +175,13 @@ def check_slide_function(slide: Callable) -> None:
         h = data.draw(st.integers(1, 6), label="height")
         w = data.draw(st.integers(2, 12), label="width")
         pixels = data.draw(st.integers(1, w - 1), label="pixels")
-        x = seeded_images(data.draw, (n, 1, h, w))
+        # any batch shape (..., W), as the question says (an eighth hostile review indexed [:, :, :, p:]); the
+        # lesson's (N, 1, H, W) drawn most often
+        lead = data.draw(st.sampled_from([(n, 1, h), (n, 1, h), (n, 1, h), (n, 2, h), (h,), (), (n, 1, 2, h)]),
+                         label="leading dimensions")
+        x = seeded_images(data.draw, (*lead, w))
         before = x.clone()
-        shown = f"slide(x, {pixels}) for x of shape {(n, 1, h, w)}"
+        shown = f"slide(x, {pixels}) for x of shape {tuple(x.shape)}"
         actual = call_student("slide", slide, x, pixels)
         if not torch.equal(x, before):
             raise CheckFailure(f"`slide` changed its input x in place ({shown}): write into a new tensor.")
@@ -418,8 +422,10 @@ def check_peak_function(peak: Callable) -> None:
         gen = torch.Generator().manual_seed(data.draw(st.integers(0, 2**31 - 1), label="seed"))
         # few distinct values, so the largest and smallest entries tie and
         # "the first in reading order" is tested too
-        m = (torch.randint(0, levels, (1, 1, h, w), generator=gen).float() - levels / 2) / 4
-        shown = f"peak(m) for m of shape {(1, 1, h, w)}"
+        # one map shaped (..., H, W), as the question says (an eighth hostile review read m[0, 0] only)
+        lead = data.draw(st.sampled_from([(1, 1), (1, 1), (), (1,), (1, 1, 1)]), label="leading dimensions")
+        m = (torch.randint(0, levels, (*lead, h, w), generator=gen).float() - levels / 2) / 4
+        shown = f"peak(m) for m of shape {tuple(m.shape)}"
         actual = call_student("peak", peak, m)
         try:
             check_peak_value(shown, actual, reference_peak(m))

@@ -834,18 +834,37 @@ def test_ib_carried_forward_learning_curves_are_checked_on_every_seed(ib):
 def _variant_train_mlp(ref, kind: str):
     """The recipe's train_mlp with one mistake: ``"untrained"`` (no pass over the data), ``"epochs_ignored"``
     (always 30 epochs), ``"globals"`` (trains on the fitting set, whatever it is given), ``"in_order"`` (batches
-    taken in order, never shuffled: the seventh hostile review's). ``"dataloader"`` is no mistake: a shuffling
-    ``DataLoader`` with a seeded generator (another order than the recipe's ``randperm``)."""
+    taken in order, never shuffled: the seventh hostile review's); the eighth review's ``"sgd"`` (SGD, lr 0.05,
+    momentum 0.9), ``"default_epochs_15"``, ``"global_images"`` (the batch taken from the global ``X_tr``) and
+    ``"batches_of_250"``.
+    ``"dataloader"`` is no mistake: a shuffling ``DataLoader`` with a seeded generator (another order than the
+    recipe's ``randperm``)."""
     a = ref.answers()
 
-    def train_mlp(X, y, hidden=256, epochs=30, seed=0):
-        if kind in ("in_order", "dataloader"):
+    def train_mlp(X, y, hidden=256, epochs=15 if kind == "default_epochs_15" else 30, seed=0):
+        if kind == "global_images":
             torch.manual_seed(seed)
             net = ref.mlp(hidden)
             optimizer = torch.optim.Adam(net.parameters(), lr=ref.LEARNING_RATE)
             g = torch.Generator().manual_seed(seed)
-            loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(X, y), batch_size=ref.BATCH_SIZE,
-                                                 shuffle=kind == "dataloader", generator=g)
+            for _ in range(epochs):
+                order = torch.randperm(len(X), generator=g)
+                for start in range(0, len(X), ref.BATCH_SIZE):
+                    batch = order[start:start + ref.BATCH_SIZE]
+                    loss = torch.nn.functional.cross_entropy(net(a["X_tr"][batch]), y[batch])
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+            return net.eval()
+        if kind in ("in_order", "dataloader", "sgd", "batches_of_250"):
+            torch.manual_seed(seed)
+            net = ref.mlp(hidden)
+            optimizer = (torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9) if kind == "sgd"
+                         else torch.optim.Adam(net.parameters(), lr=ref.LEARNING_RATE))
+            g = torch.Generator().manual_seed(seed)
+            loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(X, y),
+                                                 batch_size=250 if kind == "batches_of_250" else ref.BATCH_SIZE,
+                                                 shuffle=kind != "in_order", generator=g)
             for _ in range(epochs):
                 for xb, yb in loader:
                     loss = torch.nn.functional.cross_entropy(net(xb), yb)
@@ -869,6 +888,10 @@ def _variant_train_mlp(ref, kind: str):
     ("globals", "`train_mlp` gives the same model for other labels"),
     ("in_order", "`train_mlp` takes the images in the same order every epoch"),
     ("dataloader", None),
+    ("sgd", "`train_mlp(X, y, hidden=8, seed=3)` on 64 of the fitting images"),
+    ("default_epochs_15", "`train_mlp(X, y, hidden=8, seed=3)` on 64 of the fitting images"),
+    ("global_images", "`train_mlp(X, y, hidden=8, seed=3)` on 64 of the fitting images"),
+    ("batches_of_250", "`train_mlp(X, y, hidden=8, epochs=1, seed=3)` on 200 of the fitting images"),
 ])
 def test_wif_a_train_mlp_that_ignores_an_argument_fails_q2(wif, kind, message):
     """q2's net (trained with the defaults on X_tr) cannot show it; the small problem of check_train_function can."""

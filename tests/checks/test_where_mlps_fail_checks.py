@@ -518,6 +518,30 @@ def test_a_failing_property_check_gives_the_same_message_twice(check, wrong):
     assert actual == expected, f"a regrade should give the same message: first {expected!r}, then {actual!r}"
 
 
+def _slide_4d_only(x, pixels):
+    out = torch.zeros_like(x)
+    out[:, :, :, pixels:] = x[:, :, :, :-pixels]  # right for (N, C, H, W) only
+    return out
+
+
+def _peak_of_the_first_map(m):
+    first = m[0, 0]  # right for (1, 1, H, W) only
+    width = first.shape[-1]
+    return (divmod(int(first.argmax()), width), round(first.max().item(), 4),
+            divmod(int(first.argmin()), width), round(first.min().item(), 4))
+
+
+@pytest.mark.parametrize("check, wrong", [(checks.check_slide_function, _slide_4d_only),
+                                          (checks.check_peak_function, _peak_of_the_first_map)],
+                         ids=["slide", "peak"])
+def test_functions_must_take_any_leading_shape_the_question_allows(check, wrong):
+    """The eighth hostile review: right on (N, 1, H, W) only, where the questions say (..., W) and (..., H, W)."""
+    actual = failure_message(check, wrong)
+    name = "slide" if check is checks.check_slide_function else "peak"
+    assert actual.startswith(f"`{name}(") and ("tensor (" in actual or "of shape (" in actual), \
+        f"{wrong.__name__} should fail on another shape, showing the call: {actual!r}"
+
+
 def test_slide_returning_a_narrower_tensor_fails_the_shape_layer():
     def slide(x, pixels):
         return x[..., pixels:]  # drops columns instead of filling them
