@@ -424,7 +424,9 @@ def check_peak_function(peak: Callable) -> None:
         # "the first in reading order" is tested too
         # one map shaped (..., H, W), as the question says (an eighth hostile review read m[0, 0] only)
         lead = data.draw(st.sampled_from([(1, 1), (1, 1), (), (1,), (1, 1, 1)]), label="leading dimensions")
-        m = (torch.randint(0, levels, (*lead, h, w), generator=gen).float() - levels / 2) / 4
+        # (+ 0.00037: every value has a fourth decimal, so rounding to 3 decimals is told from rounding to 4,
+        # which a ninth hostile review's peak did on multiples of 1/4)
+        m = (torch.randint(0, levels, (*lead, h, w), generator=gen).float() - levels / 2) / 4 + 0.00037
         shown = f"peak(m) for m of shape {tuple(m.shape)}"
         actual = call_student("peak", peak, m)
         try:

@@ -836,7 +836,7 @@ def _variant_train_mlp(ref, kind: str):
     (always 30 epochs), ``"globals"`` (trains on the fitting set, whatever it is given), ``"in_order"`` (batches
     taken in order, never shuffled: the seventh hostile review's); the eighth review's ``"sgd"`` (SGD, lr 0.05,
     momentum 0.9), ``"default_epochs_15"``, ``"global_images"`` (the batch taken from the global ``X_tr``) and
-    ``"batches_of_250"``.
+    ``"batches_of_250"``; the ninth's ``"adamw"`` (AdamW, its default weight decay).
     ``"dataloader"`` is no mistake: a shuffling ``DataLoader`` with a seeded generator (another order than the
     recipe's ``randperm``)."""
     a = ref.answers()
@@ -856,10 +856,11 @@ def _variant_train_mlp(ref, kind: str):
                     loss.backward()
                     optimizer.step()
             return net.eval()
-        if kind in ("in_order", "dataloader", "sgd", "batches_of_250"):
+        if kind in ("in_order", "dataloader", "sgd", "batches_of_250", "adamw"):
             torch.manual_seed(seed)
             net = ref.mlp(hidden)
             optimizer = (torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9) if kind == "sgd"
+                         else torch.optim.AdamW(net.parameters(), lr=ref.LEARNING_RATE) if kind == "adamw"
                          else torch.optim.Adam(net.parameters(), lr=ref.LEARNING_RATE))
             g = torch.Generator().manual_seed(seed)
             loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(X, y),
@@ -892,6 +893,7 @@ def _variant_train_mlp(ref, kind: str):
     ("default_epochs_15", "`train_mlp(X, y, hidden=8, seed=3)` on 64 of the fitting images"),
     ("global_images", "`train_mlp(X, y, hidden=8, seed=3)` on 64 of the fitting images"),
     ("batches_of_250", "`train_mlp(X, y, hidden=8, epochs=1, seed=3)` on 200 of the fitting images"),
+    ("adamw", "`train_mlp(X, y, hidden=8, seed=3)` on 64 of the fitting images"),
 ])
 def test_wif_a_train_mlp_that_ignores_an_argument_fails_q2(wif, kind, message):
     """q2's net (trained with the defaults on X_tr) cannot show it; the small problem of check_train_function can."""
@@ -946,6 +948,16 @@ def test_wif_x_aug_copies_must_be_the_questions_draws(wif_healthy):
                                                        *data.values())})["q10"]
     assert actual is not None and actual.startswith("`X_aug`'s copy 1 is not `random_shifts(X_tr, 3, 1)`"), \
         f"copies drawn with max_shift 2 and one seed should fail q10: {actual!r}"
+
+
+def test_wif_y_random_must_be_the_questions_permutation(wif_healthy):
+    """The ninth hostile review: y_tr.roll(1) moves every label and passed. The check stops at y_random, before
+    any training, so net_memo and the numbers after it are placeholders here."""
+    checks, ref, data, net = wif_healthy
+    actual = failures({"q11": lambda: checks.check_q11(data["y_tr"].roll(1), net, 0.0, 0.0, ref.train_mlp, net,
+                                                       *data.values())})["q11"]
+    assert actual is not None and actual.startswith("`y_random` is not `y_tr[torch.randperm(1000"), \
+        f"a y_random other than the question's permutation should fail q11: {actual!r}"
 
 
 def test_wif_an_untrained_train_mlp_is_not_carried_forward(wif_healthy):

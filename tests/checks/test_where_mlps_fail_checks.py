@@ -531,6 +531,18 @@ def _peak_of_the_first_map(m):
             divmod(int(first.argmin()), width), round(first.min().item(), 4))
 
 
+def test_peak_rounded_to_three_decimals_fails():
+    """The ninth hostile review: maps of multiples of 1/4 hid a peak that rounds to 3 decimals, not 4."""
+    def peak(m):
+        width = m.shape[-1]
+        return (divmod(int(m.argmax()), width), round(m.max().item(), 3),
+                divmod(int(m.argmin()), width), round(m.min().item(), 3))
+
+    actual = failure_message(checks.check_peak_function, peak)
+    assert actual.startswith("`peak(m) for m of shape") and "value is wrong" in actual, \
+        f"a peak rounded to 3 decimals should fail: {actual!r}"
+
+
 @pytest.mark.parametrize("check, wrong", [(checks.check_slide_function, _slide_4d_only),
                                           (checks.check_peak_function, _peak_of_the_first_map)],
                          ids=["slide", "peak"])
