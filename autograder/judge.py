@@ -446,21 +446,32 @@ class Session:
             return CellRecord(index, None, f"stopped: {failure}")
 
     def rebuild(self, upto: int | None = None) -> None:
-        """Start a fresh student process and replay the cells before ``upto`` that did not stop it."""
+        """Start a fresh student process and replay the cells before ``upto`` that did not stop it.
+
+        A cell that stops the process during the replay (a limit passed under
+        load, a notebook that behaves otherwise when replayed) is skipped from
+        then on, and the replay starts again from the first cell in a fresh
+        process: the cells after it need the state of the cells before it
+        (imports, data), which a process started in the middle would lack.
+        Each round skips one more cell, so this ends.
+        """
         self.process.stop()
-        if self.remaining() <= 0:
-            return
-        self.process.start()
         end = len(self.records) if upto is None else upto
-        for index in range(end):
-            if index in self.skipped or self.remaining() <= 0:
-                continue
-            try:
-                self._exec(index)
-            except StudentFailure:
-                self.skipped.add(index)
-                self.process.stop()
-                self.process.start()
+        while self.remaining() > 0:
+            self.process.start()
+            for index in range(end):
+                if index in self.skipped:
+                    continue
+                if self.remaining() <= 0:
+                    return
+                try:
+                    self._exec(index)
+                except StudentFailure:
+                    self.skipped.add(index)
+                    self.process.stop()
+                    break
+            else:
+                return
 
     def ensure_alive(self) -> None:
         if not self.process.alive and self.remaining() > 0:
