@@ -661,9 +661,9 @@ def check_train_function(train_mlp: Callable) -> None:
     X100, y100 = a["X_tr"][:100], a["y_tr"][:100]
     twice = _retrained(train_mlp, torch.cat([X100, X100]), torch.cat([y100, y100]),
                        "the network `train_mlp` returned for X_tr[:100] stacked twice", 8, hidden=8, epochs=1, seed=3)
-    once_ = _retrained(train_mlp, X100, y100, "the network `train_mlp(X_tr[:100], y_tr[:100], hidden=8, epochs=2, "
+    two_epochs = _retrained(train_mlp, X100, y100, "the network `train_mlp(X_tr[:100], y_tr[:100], hidden=8, epochs=2, "
                        "seed=3)` returned", 8, hidden=8, epochs=2, seed=3)
-    if twice.same_as(once_):
+    if twice.same_as(two_epochs):
         raise CheckFailure("`train_mlp` takes the images in the same order every epoch: draw each epoch's order as "
                            "`torch.randperm(len(X), generator=g)` and take its indices 100 at a time.")
     # the recipe itself, where the batch order cannot matter: 64 images are one batch per epoch (an eighth hostile

@@ -842,33 +842,20 @@ def _variant_train_mlp(ref, kind: str):
     a = ref.answers()
 
     def train_mlp(X, y, hidden=256, epochs=15 if kind == "default_epochs_15" else 30, seed=0):
-        if kind == "global_images":
-            torch.manual_seed(seed)
-            net = ref.mlp(hidden)
-            optimizer = torch.optim.Adam(net.parameters(), lr=ref.LEARNING_RATE)
-            g = torch.Generator().manual_seed(seed)
-            for _ in range(epochs):
-                order = torch.randperm(len(X), generator=g)
-                for start in range(0, len(X), ref.BATCH_SIZE):
-                    batch = order[start:start + ref.BATCH_SIZE]
-                    loss = torch.nn.functional.cross_entropy(net(a["X_tr"][batch]), y[batch])
-                    optimizer.zero_grad()
-                    loss.backward()
-                    optimizer.step()
-            return net.eval()
-        if kind in ("in_order", "dataloader", "sgd", "batches_of_250", "adamw"):
+        if kind in ("in_order", "dataloader", "sgd", "batches_of_250", "adamw", "global_images"):
             torch.manual_seed(seed)
             net = ref.mlp(hidden)
             optimizer = (torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9) if kind == "sgd"
                          else torch.optim.AdamW(net.parameters(), lr=ref.LEARNING_RATE) if kind == "adamw"
                          else torch.optim.Adam(net.parameters(), lr=ref.LEARNING_RATE))
+            images = a["X_tr"] if kind == "global_images" else X  # the batch's indices read the wrong tensor
             g = torch.Generator().manual_seed(seed)
-            loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(X, y),
+            loader = torch.utils.data.DataLoader(torch.arange(len(X)),
                                                  batch_size=250 if kind == "batches_of_250" else ref.BATCH_SIZE,
                                                  shuffle=kind != "in_order", generator=g)
             for _ in range(epochs):
-                for xb, yb in loader:
-                    loss = torch.nn.functional.cross_entropy(net(xb), yb)
+                for batch in loader:
+                    loss = torch.nn.functional.cross_entropy(net(images[batch]), y[batch])
                     optimizer.zero_grad()
                     loss.backward()
                     optimizer.step()
