@@ -191,8 +191,18 @@ def _encode_figure(value: Any) -> dict | None:
             data = torch.as_tensor(getattr(array, "data", array)).clone() if array is not None else None
             images.append({"array": data, "clim": tuple(float(c) for c in image.get_clim()),
                            "cmap": image.get_cmap().name})
-        axes.append({"images": images, "title": ax.get_title()})
+        axes.append({"images": images, "title": ax.get_title(), "grid": _grid_position(ax)})
     return {KIND: "figure", "axes": axes}
+
+
+def _grid_position(ax: Any) -> list[int] | None:
+    """Where ``ax`` sits in its figure's grid: ``[rows, columns, first cell, last cell]`` of the outermost
+    grid (cells numbered in reading order from 0), or ``None`` for an Axes placed by hand."""
+    try:
+        spec = ax.get_subplotspec()
+        return None if spec is None else [int(v) for v in spec.get_topmost_subplotspec().get_geometry()]
+    except Exception:  # noqa: BLE001 - a student's Axes may be anything
+        return None
 
 
 # --------------------------------------------------------------- judge side
@@ -313,6 +323,14 @@ def _is_hashable(item: Any) -> bool:
         return False
 
 
+def _valid_grid(grid: Any) -> bool:
+    """``[rows, columns, first, last]``: ints, at most :data:`MAX_AXES` cells, ``0 <= first <= last < cells``."""
+    if not (isinstance(grid, list) and len(grid) == 4 and all(type(v) is int for v in grid)):
+        return False
+    rows, columns, first, last = grid
+    return 1 <= rows and 1 <= columns and rows * columns <= MAX_AXES and 0 <= first <= last < rows * columns
+
+
 def _rebuild_figure(value: dict):
     """A matplotlib Figure with the student's Axes, images and colour limits."""
     from matplotlib.figure import Figure
@@ -322,7 +340,12 @@ def _rebuild_figure(value: dict):
     fig = Figure()
     n = max(1, len(value["axes"]))
     for i, ax_data in enumerate(value["axes"]):
-        ax = fig.add_subplot(1, n, i + 1)
+        grid = ax_data.get("grid")
+        if _valid_grid(grid):  # the student's grid position, as ``ax.get_subplotspec()`` reports it
+            rows, columns, first, last = grid
+            ax = fig.add_subplot(rows, columns, first + 1 if first == last else (first + 1, last + 1))
+        else:  # placed by hand (or nothing sensible sent): side by side, in order
+            ax = fig.add_subplot(1, n, i + 1)
         ax.set_title(ax_data.get("title", ""))
         for image in ax_data["images"]:
             array = image["array"]

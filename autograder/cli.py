@@ -119,6 +119,10 @@ def main(argv: list[str] | None = None) -> int:
                 grade_mod.judge_limits(limits, args.timeout, args.runner)
             except ValueError as err:
                 parser.error(str(err))
+            unmatched = [str(s) for s in args.submissions if not s.exists() and any(c in str(s) for c in "*?[")]
+            if unmatched:  # the shell passes a pattern that matches nothing on as it is: a typo, not a submission
+                parser.error(f"no file matches {', '.join(unmatched)} (the shell passed the pattern on as it was); "
+                             "nothing was graded or written")
             build_mod.master_notebook(args.name)
             results = _grade(args.name, args.submissions, args.out, args.jobs, args.timeout, args.runner, limits)
             return 0 if all(r.error is None for r in results) else 1

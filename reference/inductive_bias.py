@@ -517,7 +517,7 @@ def _predict(model, p, X, nb=None):
     return (X.reshape(len(X), D) @ p).reshape(X.shape)
 
 
-def predict(model, params, X):
+def predict(model, params, X, nb=None):
     """Apply a fitted model to crops ``X``.
 
     Article section "Weight sharing and locality, measured in closed form",
@@ -529,6 +529,10 @@ def predict(model, params, X):
     params : as returned by :func:`fit` for that model; shapes (25,),
         (16, 16) complex, (256, 25) and (256, 256) respectively.
     X : array, shape (n, 16, 16), crops (intensities).
+    nb : optional array, shape (n, 256, 25): ``neigh(X)``, precomputed (the
+        notebook's learning curves compute the test crops' once); 'conv' and
+        'local5' predict from it instead of computing ``neigh(X)`` again,
+        'shared16' and 'full' do not use it.
 
     Returns
     -------
@@ -536,8 +540,9 @@ def predict(model, params, X):
 
     Raises
     ------
-    ValueError for an unknown model, if ``X`` is not (n, 16, 16) or
-    ``params`` does not have the model's shape.
+    ValueError for an unknown model, if ``X`` is not (n, 16, 16),
+    ``params`` does not have the model's shape, or ``nb`` is not
+    (n, 256, 25).
     """
     model = canonical_model(model)
     X = _check_crops(X, 'X')
@@ -545,7 +550,11 @@ def predict(model, params, X):
     if params.shape != _PARAM_SHAPES[model]:
         raise ValueError(f"params for model {model!r} must have shape "
                          f"{_PARAM_SHAPES[model]}; got {params.shape}")
-    return _predict(model, params, X)
+    if nb is not None:
+        nb = np.asarray(nb)
+        if nb.shape != (len(X), D, KS * KS):
+            raise ValueError(f"nb must be neigh(X), shape {(len(X), D, KS * KS)}; got {nb.shape}")
+    return _predict(model, params, X, nb)
 
 
 def relative_error(y_hat, y):

@@ -47,7 +47,7 @@ __all__ = [
     "softmax", "cross_entropy", "recenter", "saliency", "fgsm",
     "mlp", "shift", "accuracy", "centre_of_mass", "load_split", "train", "first_linear",
     "find_chapter_list", "confusion_matrix", "most_confused", "confident_digits", "model_values",
-    "reference_model", "answers",
+    "reference_model", "recipe_runs", "answers",
 ]
 
 # --------------------------------------------------------------------------- constants
@@ -461,9 +461,56 @@ def _train_reference() -> tuple[nn.Module, list[float]]:
     return model, losses
 
 
+def _train_with_a_loader() -> tuple[nn.Module, list[float]]:
+    """The recipe with its batches from ``DataLoader(TensorDataset(...), batch_size=32, shuffle=True,
+    generator=order)``: the same generator, which the loader draws a base seed from before each epoch's
+    ``randperm``, so another order. The checks accept it as the recipe written with a loader."""
+    train_images, train_labels, _, _ = _split()
+    model = mlp()
+    loss_fn = nn.CrossEntropyLoss()
+    optimizer = torch.optim.SGD(model.parameters(), lr=LEARNING_RATE)
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(train_images, train_labels),
+                                         batch_size=BATCH_SIZE, shuffle=True,
+                                         generator=torch.Generator().manual_seed(SHUFFLE_SEED))
+    losses = []
+    model.train()
+    for _ in range(EPOCHS):
+        total = 0.0
+        for images, labels in loader:
+            optimizer.zero_grad()
+            loss = loss_fn(model(images), labels)
+            loss.backward()
+            optimizer.step()
+            total += loss.item() * len(labels)
+        losses.append(total / len(train_images))
+    model.eval()
+    return model, losses
+
+
 def _train_reference_state() -> dict:
     model, losses = _with_threads(_train_reference)
     return {"state": model.state_dict(), "losses": [float(x) for x in losses], "training": model.training}
+
+
+def _train_loader_state() -> dict:
+    model, losses = _with_threads(_train_with_a_loader)
+    return {"state": model.state_dict(), "losses": [float(x) for x in losses]}
+
+
+def recipe_runs() -> list[tuple[dict[str, torch.Tensor], list[float]]]:
+    """The two accepted runs of the recipe as ``(state_dict, train_losses)``: each epoch's order from
+    ``torch.randperm(8000, generator=order)`` (the reference, :func:`reference_model`), and a shuffling
+    ``DataLoader`` with ``generator=order``.
+
+    Trained once per process (about 2 s each on one thread), or once per batch of gradings
+    (:mod:`autograder.answers_cache`). Copies: the caller may change them.
+    """
+    from autograder.answers_cache import cached
+
+    model, losses = _trained()
+    loader = cached("telling_things_apart.trained_with_a_loader", _train_loader_state, sources=(__file__,))
+    return [(copy.deepcopy(model.state_dict()), list(losses)),
+            (copy.deepcopy(loader["state"]), list(loader["losses"]))]
 
 
 @functools.lru_cache(maxsize=None)

@@ -105,3 +105,39 @@ def test_expect_module_parameters_reads_a_network_in_process_and_through_the_wir
     assert len(in_process) == len(crossed) == 4
     for i, (a, e) in enumerate(zip(crossed, in_process)):
         torch.testing.assert_close(a, e, rtol=0, atol=0, msg=f"parameter {i} differs between the two ways")
+
+
+def test_a_figure_crosses_with_its_grid_of_axes_and_colour_maps():
+    """q6 reads where each template sits (a 4 by 4 grid, reading order) and its colour map from the judge's copy."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(2, 3)
+    try:
+        for i, ax in enumerate(axes.flat):
+            shown = ax.imshow(torch.full((2, 2), float(i)).numpy(), cmap="RdBu_r" if i % 2 else "gray")
+            fig.colorbar(shown, ax=ax)  # moves the Axes into a grid of its own inside its cell
+        by_hand = fig.add_axes((0.1, 0.1, 0.2, 0.2))
+        by_hand.imshow(torch.zeros(2, 2).numpy())
+        actual, _ = _cross(fig)
+    finally:
+        plt.close(fig)
+    drawn = [ax for ax in actual.axes if ax.images]
+    assert len(drawn) == 7, f"six templates and the hand-placed image should cross: {len(drawn)}"
+    for i, ax in enumerate(drawn[:6]):
+        actual_grid = tuple(ax.get_subplotspec().get_geometry())
+        assert actual_grid == (2, 3, i, i), f"Axes {i} should cross in cell {i} of a 2 by 3 grid: {actual_grid}"
+        expected_cmap = "RdBu_r" if i % 2 else "gray"
+        assert ax.images[0].get_cmap().name == expected_cmap, f"Axes {i}'s colour map: {ax.images[0].get_cmap().name}"
+    assert tuple(drawn[6].get_subplotspec().get_geometry())[:2] == (1, 13), \
+        "an Axes placed by hand has no grid position and crosses side by side with the others (1 by 13)"
+
+
+@pytest.mark.parametrize("grid", [[4, 4, 16, 16], [4, 4, 3, 2], [100, 100, 0, 0], [4, 4, 0, "1"], [4, 4, 0], None])
+def test_a_figure_with_a_forged_grid_position_is_placed_side_by_side(grid):
+    """The student process sends the grid; the judge places an Axes there only when it is a real cell."""
+    encoded = {channel.KIND: "figure", "axes": [{"images": [], "title": "", "grid": grid}]}
+    actual = channel.decode(encoded, _Handle)
+    assert tuple(actual.axes[0].get_subplotspec().get_geometry()) == (1, 1, 0, 0), f"grid {grid!r} should be refused"

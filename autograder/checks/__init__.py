@@ -55,6 +55,19 @@ class _Missing:
 MISSING = _Missing()
 
 
+#: Matplotlib's diverging colour maps (its "Diverging" and the three "Multi-Sequential" diverging ones), each also
+#: reversed (``_r``): a colour scale centred on zero reads positive and negative values alike only with one of these.
+DIVERGING_CMAPS = frozenset({"PiYG", "PRGn", "BrBG", "PuOr", "RdGy", "RdBu", "RdYlBu", "RdYlGn", "Spectral",
+                             "coolwarm", "bwr", "seismic", "berlin", "managua", "vanimo"})
+
+
+def is_diverging(cmap_name: Any) -> bool:
+    """Whether ``cmap_name`` (a colour map's ``.name``) is one of :data:`DIVERGING_CMAPS`, or one reversed."""
+    if not isinstance(cmap_name, str):
+        return False
+    return cmap_name.removesuffix("_r") in DIVERGING_CMAPS
+
+
 def _describe_type(value: Any) -> str:
     if isinstance(value, torch.Tensor):
         return f"a tensor of shape {tuple(value.shape)} and dtype {value.dtype}"

@@ -160,8 +160,9 @@ def _short(value: Any) -> str:
 
 
 def _wire(value: Any) -> Any:
-    if isinstance(value, np.ndarray):
-        return torch.from_numpy(np.ascontiguousarray(value))
+    if isinstance(value, np.ndarray):  # a copy of a read-only array (the cached test crops): torch wants to write
+        value = np.ascontiguousarray(value)
+        return torch.from_numpy(value if value.flags.writeable else value.copy())
     return value
 
 
@@ -465,7 +466,7 @@ def _fit_predict(fit, predict, adapter, model, X, Y, Xnew):
         raise CheckFailure(f"`fit('{model}', X, Y)` should return a NumPy array, but it returns {_describe(params)}.")
     got = call(f"predict('{model}', params, X)", adapter, predict, model, params, Xnew)
     shown = f"predict('{model}', fit('{model}', X, Y), X_new) with X of shape {X.shape}"
-    return expect_array(shown, got, Xnew.shape), shown
+    return expect_array(shown, got, Xnew.shape), shown, params
 
 
 def _expected_predictions(model, X, Y, Xnew, nb=None, nb_new=None):
@@ -479,6 +480,20 @@ def _expected_predictions(model, X, Y, Xnew, nb=None, nb_new=None):
         p = np.stack([np.linalg.lstsq(nb[:, j], Y.reshape(n, 256)[:, j], rcond=None)[0] for j in range(256)])
         return np.einsum("ndk,dk->nd", nb_new, p).reshape(Xnew.shape)
     return ib.predict(model, ib.fit(model, X, Y), Xnew)
+
+
+def _expect_layout(model: str, params: Any, expected: np.ndarray) -> None:
+    """``fit``'s parameters laid out as the question says (``ib.fit``'s shapes), and the minimum-norm ones."""
+    shown = f"fit('{model}', X, Y)"
+    layout = {"conv": "(25,), laid out like neigh's last axis", "shared16": "(16, 16), the kernel's 2-D DFT",
+              "local5": "(256, 25), one 5x5 kernel per output pixel", "full": "(256, 256), with y = x_flat @ p"}[model]
+    if np.shape(params) != expected.shape:
+        raise CheckFailure(f"`{shown}` returns parameters of shape {np.shape(params)}; the question asks for "
+                           f"{layout}.")
+    difference = float((np.abs(np.asarray(params) - expected) ** 2).sum())
+    if difference > FIT_TOL * max(float((np.abs(expected) ** 2).sum()), 1e-300):
+        raise CheckFailure(f"`{shown}` predicts right, but its parameters are not the minimum-norm least-squares "
+                           f"ones laid out as the question says: {layout}.")
 
 
 def check_q5(N_PARAMS: Any, fit: Callable, predict: Callable, neigh: Any, call_with_arrays: Any) -> None:
@@ -522,7 +537,7 @@ def _least_squares_property(fit: Callable, predict: Callable, call_with_arrays: 
         rng = np.random.default_rng(seed)
         X, Xnew = rng.random((n, 16, 16)), rng.random((5, 16, 16))
         Y = ib.vignetted_target(X) + 0.01 * rng.standard_normal(X.shape)
-        got, shown = _fit_predict(fit, predict, call_with_arrays, model, X, Y, Xnew)
+        got, shown, params = _fit_predict(fit, predict, call_with_arrays, model, X, Y, Xnew)
         options = [_expected_predictions(model, X, Y, Xnew)]
         if model in ("conv", "local5") and _neigh_failure(neigh, call_with_arrays) is not None:
             # only a neigh that failed q2 is the student's own here (one that passed is the reference's)
@@ -534,6 +549,17 @@ def _least_squares_property(fit: Callable, predict: Callable, call_with_arrays: 
             raise CheckFailure(f"`{shown}` differs from the least-squares predictions"
                                + (" (this training set is underdetermined: return the minimum-norm solution, "
                                   "as np.linalg.lstsq does)." if under else "."))
+        if _rel(got, options[0]) <= FIT_TOL:  # on the reference's neighbourhoods: the question's layout, and nb
+            _expect_layout(model, params, ib.fit(model, X, Y))
+            if model in ("conv", "local5"):
+                other = rng.random(Xnew.shape)
+                given_nb = call(f"predict('{model}', params, X, nb)", call_with_arrays, predict, model, params, Xnew,
+                                ib.neigh(other))
+                shown_nb = (f"predict('{model}', params, X, nb) with nb = neigh(X2), the neighbourhoods of other "
+                            "crops X2")
+                if _rel(expect_array(shown_nb, given_nb, Xnew.shape), ib.predict(model, params, other)) > FIT_TOL:
+                    raise CheckFailure(f"`{shown_nb}` does not predict from `nb`: when `nb` is given it is the "
+                                       "precomputed neigh(X), used instead of computing neigh(X) again.")
 
     run_property(matches_least_squares)
 
@@ -543,7 +569,7 @@ def _least_squares_property(fit: Callable, predict: Callable, call_with_arrays: 
     X = np.repeat(rng.random((3, 1, 16)), 16, axis=1)
     Y = ib.equivariant_target(X)
     Xnew = rng.random((4, 16, 16))
-    got, shown = _fit_predict(fit, predict, call_with_arrays, "shared16", X, Y, Xnew)
+    got, shown, _ = _fit_predict(fit, predict, call_with_arrays, "shared16", X, Y, Xnew)
     if _rel(got, _expected_predictions("shared16", X, Y, Xnew)) > FIT_TOL:
         raise CheckFailure(f"`{shown}` is wrong on crops that are constant down each column: frequencies that "
                            "the training crops do not excite must be set to 0 (lstsq's cutoff), not divided "
@@ -571,7 +597,7 @@ def _lesson_cells(fit: Callable, predict: Callable, adapter: Any, neigh: Any) ->
         for m in models:
             m_i = MODELS.index(m)
             for k, n in enumerate(ib.SIZES):
-                got, shown = _fit_predict(fit, predict, adapter, m, x_tr[:n], y_tr[:n], x_test)
+                got, shown, _ = _fit_predict(fit, predict, adapter, m, x_tr[:n], y_tr[:n], x_test)
                 cell = np.full((1, 1, 1, 1), ib.relative_error(got, y_test))
                 if _cells_agree(cell, expected[t_i:t_i + 1, m_i:m_i + 1, k:k + 1], (n,), models=(m,)):
                     raise CheckFailure(f"`predict('{m}', fit('{m}', X, Y), X_test)` is not the least-squares "

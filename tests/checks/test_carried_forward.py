@@ -507,14 +507,24 @@ def _wif_weights(kind: str) -> list[torch.Tensor]:
     return [torch.zeros_like(w) for w in weights] if kind == "zeros" else weights
 
 
-def _templates(first: torch.Tensor, limit: float | None = None):
-    """Figure 6.2 for the first weight ``first``: each row on its own largest absolute weight, or on ``limit``."""
+def _templates(first: torch.Tensor, limit: float | None = None, cmap: str = "coolwarm", grid=(4, 4),
+               colour_bars: bool = False, column_order: bool = False):
+    """Figure 6.2 for the first weight ``first``: each row on its own largest absolute weight, or on ``limit``,
+    in a ``grid`` of Axes (rows, columns) made in reading order (or 4 by 4 made down the columns), each with a
+    colour bar of its own when ``colour_bars``."""
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(4, 4)
-    for i, ax in enumerate(axes.flat):
+    if column_order:  # Axes made one by one down the columns: the i-th Axes of the figure holds row i
+        fig = plt.figure()
+        axes = [fig.add_subplot(4, 4, 4 * (k % 4) + k // 4 + 1) for k in range(16)]
+    else:
+        fig, grid_of_axes = plt.subplots(*grid)
+        axes = list(grid_of_axes.flat)
+    for i, ax in enumerate(axes):
         row_limit = max(float(first[i].abs().max()), 1e-3) if limit is None else limit
-        ax.imshow(first[i].view(28, 28), cmap="coolwarm", vmin=-row_limit, vmax=row_limit)
+        shown = ax.imshow(first[i].view(28, 28).numpy(), cmap=cmap, vmin=-row_limit, vmax=row_limit)
+        if colour_bars:
+            fig.colorbar(shown, ax=ax)
     return fig
 
 
@@ -561,24 +571,43 @@ def test_wif_the_students_own_weights_are_still_carried_forward(wif):
     assert actual == {"q5": None, "q6": None}, f"q5 and q6 should grade the student's own weights: {actual}"
 
 
-@pytest.mark.parametrize("limit, failure", [(None, None), (1.0, None), (1e6, "far wider than the weights"),
-                                            (1e-9, "narrower than most of its weights")])
-def test_wif_templates_are_drawn_on_the_weights_own_scale(wif_healthy, limit, failure):
-    """The sixth hostile review drew the templates at a limit of 1e6 (flat) or 1e-9 (saturated); the row's own
-    largest weight and a round number near the layer's largest pass."""
+#: q6's figures, each drawn by ``_templates`` with these options, and the start of the failure each must give
+#: (``None``: passes). The sixth hostile review drew the templates at a limit of 1e6 (flat) or 1e-9 (saturated);
+#: the tenth with a sequential colour map (grey, viridis) and in a row of 16 Axes, as the figure's colour map and
+#: grid were never read. The row's own largest weight, a round limit near the layer's, another diverging map and
+#: a colour bar beside each template (the catalogue's alternative) pass.
+TEMPLATE_FIGURES = {
+    "each_rows_own_limit": ({}, None),
+    "limit_1": ({"limit": 1.0}, None),
+    "limit_1e6": ({"limit": 1e6}, "`fig_templates`' image 0 is drawn on a colour scale far wider than the weights"),
+    "limit_1e-9": ({"limit": 1e-9}, "`fig_templates`' image 0 is drawn on a colour scale narrower than most"),
+    "RdBu_r": ({"cmap": "RdBu_r"}, None),
+    "seismic": ({"cmap": "seismic"}, None),
+    "colour_bars": ({"colour_bars": True}, None),
+    "gray": ({"cmap": "gray"}, "`fig_templates`' image 0 is drawn with the colour map 'gray', which is not a diverging"),
+    "viridis_in_a_row": ({"cmap": "viridis", "grid": (1, 16)},
+                         "`fig_templates`' template 0 is in a 1 by 16 grid, not in a 4 by 4 grid of Axes"),
+    "two_rows_of_eight": ({"grid": (2, 8)}, "`fig_templates`' template 0 is in a 2 by 8 grid, not in a 4 by 4 grid"),
+    "column_order": ({"column_order": True}, "`fig_templates`' template 1 is not in cell 1 of the 4 by 4 grid"),
+}
+
+
+@pytest.mark.parametrize("kind", list(TEMPLATE_FIGURES), ids=list(TEMPLATE_FIGURES))
+def test_wif_templates_are_a_4_by_4_grid_on_the_weights_own_diverging_scale(wif_healthy, kind):
     import matplotlib.pyplot as plt
 
     checks, _, _, net = wif_healthy
     weights = [p.detach().clone() for p in net.parameters()]
-    fig = _templates(weights[0], limit)
+    options, failure = TEMPLATE_FIGURES[kind]
+    fig = _templates(weights[0], **options)
     try:
         actual = failures({"q6": lambda: checks.check_q6(fig, weights)})["q6"]
     finally:
         plt.close(fig)
     if failure is None:
-        assert actual is None, f"templates at limit {limit} (None: each row's own) should pass q6: {actual!r}"
+        assert actual is None, f"templates drawn {kind} should pass q6: {actual!r}"
     else:
-        assert actual is not None and failure in actual, f"templates at limit {limit} should fail q6: {actual!r}"
+        assert actual is not None and actual.startswith(failure), f"templates drawn {kind} should fail q6: {actual!r}"
 
 
 # ---------------------------------------------------------------- when_it_fails: the data split
@@ -836,12 +865,29 @@ def _variant_train_mlp(ref, kind: str):
     (always 30 epochs), ``"globals"`` (trains on the fitting set, whatever it is given), ``"in_order"`` (batches
     taken in order, never shuffled: the seventh hostile review's); the eighth review's ``"sgd"`` (SGD, lr 0.05,
     momentum 0.9), ``"default_epochs_15"``, ``"global_images"`` (the batch taken from the global ``X_tr``) and
-    ``"batches_of_250"``; the ninth's ``"adamw"`` (AdamW, its default weight decay).
-    ``"dataloader"`` is no mistake: a shuffling ``DataLoader`` with a seeded generator (another order than the
-    recipe's ``randperm``)."""
+    ``"batches_of_250"``; the ninth's ``"adamw"`` (AdamW, its default weight decay); the batch orders the tenth
+    session found accepted: ``"global_order"`` (each epoch's ``randperm`` from torch's global generator),
+    ``"order_seeded_0"`` (``g`` seeded 0 whatever ``seed``), ``"batches_of_128"`` and ``"last_batch_dropped"``.
+    ``"dataloader"`` is no mistake: a shuffling ``DataLoader`` with ``generator=g`` (another order than the
+    recipe's ``randperm``, drawn from ``g`` too, which the question accepts)."""
     a = ref.answers()
 
     def train_mlp(X, y, hidden=256, epochs=15 if kind == "default_epochs_15" else 30, seed=0):
+        if kind in ("global_order", "order_seeded_0", "batches_of_128", "last_batch_dropped"):
+            torch.manual_seed(seed)
+            net = ref.mlp(hidden)
+            optimizer = torch.optim.Adam(net.parameters(), lr=ref.LEARNING_RATE)
+            g = torch.Generator().manual_seed(0 if kind == "order_seeded_0" else seed)
+            size = 128 if kind == "batches_of_128" else ref.BATCH_SIZE
+            for _ in range(epochs):
+                order = torch.randperm(len(X)) if kind == "global_order" else torch.randperm(len(X), generator=g)
+                for start in range(0, len(X) - (size - 1 if kind == "last_batch_dropped" else 0), size):
+                    batch = order[start:start + size]
+                    loss = torch.nn.functional.cross_entropy(net(X[batch]), y[batch])
+                    optimizer.zero_grad()
+                    loss.backward()
+                    optimizer.step()
+            return net.eval()
         if kind in ("in_order", "dataloader", "sgd", "batches_of_250", "adamw", "global_images"):
             torch.manual_seed(seed)
             net = ref.mlp(hidden)
@@ -881,6 +927,11 @@ def _variant_train_mlp(ref, kind: str):
     ("global_images", "`train_mlp(X, y, hidden=8, seed=3)` on 64 of the fitting images"),
     ("batches_of_250", "`train_mlp(X, y, hidden=8, epochs=1, seed=3)` on 200 of the fitting images"),
     ("adamw", "`train_mlp(X, y, hidden=8, seed=3)` on 64 of the fitting images"),
+    ("global_order", "`train_mlp(X, y, hidden=8, epochs=2, seed=3)` on 250 of the fitting images"),
+    ("order_seeded_0", "`train_mlp(X, y, hidden=8, epochs=2, seed=3)` on 250 of the fitting images"),
+    ("batches_of_128", "`train_mlp(X, y, hidden=8, epochs=2, seed=3)` on 250 of the fitting images"),
+    # 64 images hold no full batch of 100: the network never trains
+    ("last_batch_dropped", "`train_mlp` gives the same model for epochs=2 and epochs=3"),
 ])
 def test_wif_a_train_mlp_that_ignores_an_argument_fails_q2(wif, kind, message):
     """q2's net (trained with the defaults on X_tr) cannot show it; the small problem of check_train_function can."""
@@ -1235,6 +1286,57 @@ def test_ib_functions_right_only_on_random_inputs_fail_their_own_questions(ib):
         "q6": lambda: checks.check_q6(ref.relative_error, call_with_arrays),
     })
     assert control == {"q2": None, "q5": None, "q6": None}, f"control: the reference's functions pass: {control}"
+
+
+def _fit_predict_variant(kind: str):
+    """``fit`` and ``predict`` right on every prediction, wrong where the question says more (the ninth review's
+    leftovers): ``"local5_transposed"`` (local5's kernels as (25, 256)), ``"conv_flipped"`` (conv's kernel laid
+    out reversed, predict flipping it back), ``"nb_ignored"`` (``predict`` computes ``neigh(X)`` whatever ``nb``
+    says). ``"pinv"`` is no mistake: ``np.linalg.pinv`` gives the same minimum-norm solutions."""
+    from reference import inductive_bias as ref
+
+    def fit(model, X, Y):
+        if kind == "pinv" and model in ("full", "local5", "conv"):
+            n = len(X)
+            if model == "full":
+                return np.linalg.pinv(X.reshape(n, 256)) @ Y.reshape(n, 256)
+            nb = ref.neigh(X)
+            if model == "conv":
+                return np.linalg.pinv(nb.reshape(-1, 25)) @ Y.reshape(-1)
+            return np.stack([np.linalg.pinv(nb[:, j]) @ Y.reshape(n, 256)[:, j] for j in range(256)])
+        p = ref.fit(model, X, Y)
+        if kind == "local5_transposed" and model == "local5":
+            return p.T.copy()
+        if kind == "conv_flipped" and model == "conv":
+            return p[::-1].copy()
+        return p
+
+    def predict(model, p, X, nb=None):
+        if kind == "local5_transposed" and model == "local5":
+            p = p.T
+        if kind == "conv_flipped" and model == "conv":
+            p = p[::-1]
+        return ref.predict(model, p, X, None if kind == "nb_ignored" else nb)
+
+    return fit, predict
+
+
+@pytest.mark.parametrize("kind, message", [
+    ("local5_transposed", "`fit('local5', X, Y)` returns parameters of shape (25, 256)"),
+    ("conv_flipped", "`fit('conv', X, Y)` predicts right, but its parameters are not"),
+    ("nb_ignored", "`predict('conv', params, X, nb) with nb = neigh(X2)"),
+    ("pinv", None),
+])
+def test_ib_fit_and_predict_follow_the_questions_layouts_and_nb(ib, kind, message):
+    """Only predict(fit(...)) used to be graded: parameters laid out otherwise, and a predict ignoring nb, passed."""
+    checks, ref = ib
+    counts = {m: ref.parameter_count(m) for m in checks.MODELS}
+    fit, predict = _fit_predict_variant(kind)
+    actual = failures({"q5": lambda: checks.check_q5(counts, fit, predict, ref.neigh, call_with_arrays)})["q5"]
+    if message is None:
+        assert actual is None, f"{kind} is another correct fit and should pass q5: {actual!r}"
+    else:
+        assert actual is not None and actual.startswith(message), f"{kind}: q5 should fail: {actual!r}"
 
 
 def test_wif_a_sweep_whose_small_fitting_set_networks_are_the_large_ones_does_not_pass_q7(wif_healthy):

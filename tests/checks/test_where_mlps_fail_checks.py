@@ -65,14 +65,14 @@ def lesson_figure(x, vertical, horizontal, *, shared_scale=True, n_axes=3, limit
     """
     edges, flat_edges = F.conv2d(x, vertical), F.conv2d(x, horizontal)
     fig, axes = plt.subplots(1, n_axes, figsize=(4 * n_axes, 4))
-    axes[0].imshow(x[0, 0], cmap="gray")
+    axes[0].imshow(x[0, 0].numpy(), cmap="gray")
     limit = edges.abs().max().item() if limit is None else limit
     for ax, m in ((axes[1], edges), (axes[2], flat_edges)):
         own = m.abs().max().item()
         scale = limit if shared_scale else own
-        ax.imshow(m[0, 0], cmap="coolwarm", vmin=-scale, vmax=scale)
+        ax.imshow(m[0, 0].numpy(), cmap="coolwarm", vmin=-scale, vmax=scale)
     for ax in axes[3:]:
-        ax.imshow(x[0, 0], cmap="gray")
+        ax.imshow(x[0, 0].numpy(), cmap="gray")
     return fig
 
 
@@ -485,6 +485,10 @@ COMPARE_SHARED_WRONG = {
     "sums": lambda mm, m, p: torch.allclose(mm[..., p:].sum(), m[..., :-p].sum()),
     "loose_atol": lambda mm, m, p: torch.allclose(mm[..., p:], m[..., :-p], atol=0.5),
     "last_two_columns": lambda mm, m, p: torch.allclose(mm[..., -2:], m[..., -2 - p:-p]),
+    # the tenth review's: tolerances looser than allclose's default, below the 0.01 the test used to change
+    "atol_9e-3": lambda mm, m, p: torch.allclose(mm[..., p:], m[..., :-p], atol=9e-3),
+    "rtol_1e-2": lambda mm, m, p: torch.allclose(mm[..., p:], m[..., :-p], rtol=1e-2),
+    "max_difference_below_0.0099": lambda mm, m, p: bool((mm[..., p:] - m[..., :-p]).abs().max() < 0.0099),
 }
 
 

@@ -382,6 +382,18 @@ def test_grade_cli_refuses_limits_with_the_otter_runner(capsys):
     assert info.value.code == 2 and "judge runner only" in err, f"exit {info.value.code}, stderr {err!r}"
 
 
+def test_grade_cli_refuses_a_pattern_that_matched_nothing(tmp_path, capsys):
+    """A newcomer's `grade NAME nosuch/*.ipynb --out X` wrote a results folder named `*` (a trap for `rm X/*`)."""
+    from autograder.cli import main
+
+    out = tmp_path / "graded"
+    with pytest.raises(SystemExit) as info:
+        main(["grade", "where_mlps_fail", str(tmp_path / "nosuch" / "*.ipynb"), "--out", str(out)])
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and "no file matches" in err and "*.ipynb" in err, f"exit {info.value.code}: {err!r}"
+    assert not out.exists(), "nothing should be written for a pattern that matched nothing"
+
+
 # ---------------------------------------------------------------- a private copy of each submission
 
 

@@ -485,6 +485,76 @@ def test_training_on_the_test_digits_fails_q4(answers, split):
     assert f"{answers['test_accuracy']:.3f}" not in str(failure.value), "the message must not show the expected value"
 
 
+def _trained_otherwise(split, kind: str, threads: int = 1):
+    """``mlp()`` trained by the recipe with one change: ``"recipe"`` (none), ``"loader"`` (a shuffling DataLoader
+    with generator=order, accepted), and the tenth hostile review's ``"momentum"`` (SGD at 0.01 with momentum 0.9),
+    ``"test_leak"`` (500 test digits added to the training set), ``"weight_decay"`` (5e-4), ``"batches_of_33"``.
+    Returns ``(model, train_losses)``."""
+    images, labels = split[0], split[1]
+    if kind == "test_leak":
+        images, labels = torch.cat([images, split[2][:500]]), torch.cat([labels, split[3][:500]])
+    previous = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        model = ref.mlp()
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.01 if kind == "momentum" else ref.LEARNING_RATE,
+                                    momentum=0.9 if kind == "momentum" else 0.0,
+                                    weight_decay=5e-4 if kind == "weight_decay" else 0.0)
+        order = torch.Generator().manual_seed(ref.SHUFFLE_SEED)
+        size = 33 if kind == "batches_of_33" else ref.BATCH_SIZE
+        loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(images, labels), batch_size=size,
+                                             shuffle=True, generator=order)
+        losses = []
+        model.train()
+        for _ in range(ref.EPOCHS):
+            if kind == "loader":
+                batches = list(loader)
+            else:
+                perm = torch.randperm(len(images), generator=order)
+                batches = [(images[b], labels[b]) for b in perm.split(size)]
+            total = 0.0
+            for x, y in batches:
+                optimizer.zero_grad()
+                loss = F.cross_entropy(model(x), y)
+                loss.backward()
+                optimizer.step()
+                total += loss.item() * len(y)
+            losses.append(total / len(images))
+        return model.eval(), losses
+    finally:
+        torch.set_num_threads(previous)
+
+
+@pytest.mark.parametrize("kind, threads, failure", [
+    ("recipe", 2, None),
+    ("loader", 1, None),
+    ("momentum", 1, "`model` is not the network the recipe trains"),
+    ("test_leak", 1, "`model` is not the network the recipe trains"),
+    ("weight_decay", 1, "`model` is not the network the recipe trains"),
+    ("batches_of_33", 1, "`model` is not the network the recipe trains"),
+])
+def test_q4_takes_the_recipes_network_at_any_thread_count_and_nothing_else(split, kind, threads, failure):
+    """The bands let a tenth hostile review's momentum and 500 leaked test digits through; the weights do not."""
+    model, losses = _trained_otherwise(split, kind, threads)
+    train, test = ref.accuracy(model, split[0], split[1]), ref.accuracy(model, split[2], split[3])
+    try:
+        checks.check_q4(model, model.state_dict(), 101770, losses, train, test, train - test)
+        actual = None
+    except CheckFailure as err:
+        actual = str(err)
+    if failure is None:
+        assert actual is None, f"{kind} at {threads} thread(s) is the recipe and should pass q4: {actual!r}"
+    else:
+        assert actual is not None and actual.startswith(failure), f"{kind} should fail q4: {actual!r}"
+
+
+def test_q4_train_losses_must_be_the_runs_own(answers, model):
+    losses = [x * 1.01 for x in answers["train_losses"]]  # inside the 10 % band, not the run's
+    with pytest.raises(CheckFailure, match=r"`train_losses\[0\]` is not the mean of the batch losses of epoch 1"):
+        checks.check_q4(model, model.state_dict(), 101770, losses, answers["train_accuracy"],
+                        answers["test_accuracy"], answers["gap"])
+
+
 def test_weights_of_another_model_fail_q4(answers, model):
     with torch.random.fork_rng(devices=[]):
         other = ref.mlp()
