@@ -190,9 +190,38 @@ def _encode_figure(value: Any) -> dict | None:
             array = image.get_array()
             data = torch.as_tensor(getattr(array, "data", array)).clone() if array is not None else None
             images.append({"array": data, "clim": tuple(float(c) for c in image.get_clim()),
-                           "cmap": image.get_cmap().name})
+                           "cmap": image.get_cmap().name, **_drawing(image, ax)})
         axes.append({"images": images, "title": ax.get_title(), "grid": _grid_position(ax)})
     return {KIND: "figure", "axes": axes}
+
+
+def _drawing(image: Any, ax: Any) -> dict:
+    """How ``image`` is drawn, beyond its array and colour limits: its colour map's colours (16 samples), its
+    norm's type name, origin, extent, alpha and visibility; whatever cannot be read is left out."""
+    import numpy as np
+
+    out: dict = {}
+    for key, read in (("cmap_colors", lambda: torch.as_tensor(np.asarray(image.get_cmap()(np.linspace(0, 1, 16)),
+                                                                         dtype=np.float64))),
+                      ("norm", lambda: type(image.norm).__name__),
+                      ("origin", lambda: str(image.origin)),
+                      ("extent", lambda: [float(e) for e in image.get_extent()]),
+                      ("alpha", lambda: _alpha(image.get_alpha())),
+                      ("visible", lambda: bool(image.get_visible()) and bool(ax.get_visible()))):
+        try:
+            out[key] = read()
+        except Exception:  # noqa: BLE001 - a student's image may be anything
+            continue
+    return out
+
+
+def _alpha(alpha: Any) -> float | str | None:
+    """An image's alpha as it crosses: ``None`` (opaque), a number, or ``"per-pixel"`` for an array."""
+    import numpy as np
+
+    if alpha is None:
+        return None
+    return float(alpha) if np.ndim(alpha) == 0 else "per-pixel"
 
 
 def _grid_position(ax: Any) -> list[int] | None:
@@ -354,5 +383,34 @@ def _rebuild_figure(value: dict):
             low, high = image["clim"]
             if not (math.isfinite(low) and math.isfinite(high)):
                 low = high = None
-            ax.imshow(array.numpy(), cmap=image.get("cmap") or None, vmin=low, vmax=high)
+            _draw(ax, array, image, low, high)
     return fig
+
+
+def _draw(ax: Any, array: torch.Tensor, image: dict, low: float | None, high: float | None) -> None:
+    """``imshow`` the student's image as the student process reported it was drawn (:func:`_drawing`); a field
+    missing or out of range is drawn as imshow's default."""
+    from matplotlib.colors import ListedColormap, Normalize
+
+    name = image.get("cmap") if isinstance(image.get("cmap"), str) else None
+    cmap: Any = name
+    colours = image.get("cmap_colors")
+    if (isinstance(colours, torch.Tensor) and tuple(colours.shape) == (16, 4) and bool(torch.isfinite(colours).all())
+            and float(colours.min()) >= 0.0 and float(colours.max()) <= 1.0):
+        cmap = ListedColormap(colours.numpy(), name=name or "reported")
+    origin = image.get("origin") if image.get("origin") in ("upper", "lower") else None
+    extent = image.get("extent")
+    if not (isinstance(extent, list) and len(extent) == 4
+            and all(isinstance(e, float) and math.isfinite(e) for e in extent)):
+        extent = None
+    shown = ax.imshow(array.numpy(), cmap=cmap, vmin=low, vmax=high, origin=origin, extent=extent)
+    alpha = image.get("alpha")
+    if isinstance(alpha, float) and 0.0 <= alpha <= 1.0:
+        shown.set_alpha(alpha)
+    elif alpha == "per-pixel":  # an array of alphas: drawn see-through here, whatever its values
+        shown.set_alpha(0.5)
+    norm = image.get("norm")
+    if isinstance(norm, str) and norm != "Normalize":
+        shown.set_norm(type(norm[:100] if norm.isidentifier() else "ReportedNorm", (Normalize,), {})(low, high))
+    if image.get("visible") is False:
+        shown.set_visible(False)

@@ -54,7 +54,7 @@ __all__ = [
     "HIDDEN", "EPOCHS", "LEARNING_RATE", "BATCH_SIZE", "SHIFTS", "PERM_SEED",
     "WIDTHS", "SWEEP_SIZES", "SWEEP_EPOCHS", "DIMS", "N_POINTS", "POINT_SEED",
     "AUG_MAX_SHIFT", "AUG_SEEDS", "AUG_EPOCHS", "MEMO_HIDDEN", "MEMO_EPOCHS", "LABEL_SEED", "THREADS",
-    "make_split", "select", "load_split", "mlp", "train_mlp", "accuracy", "shift_right", "shift", "random_shifts",
+    "make_split", "select", "load_split", "mlp", "train_mlp", "train_mlp_with_a_loader", "accuracy", "shift_right", "shift", "random_shifts",
     "weight_for_permuted", "distance_ratio", "distance_ratios", "exercise5",
     "answers", "trained_answers", "chapter_run",
 ]
@@ -198,6 +198,27 @@ def train_mlp(X: torch.Tensor, y: torch.Tensor, hidden: int = HIDDEN, epochs: in
         for start in range(0, len(X), BATCH_SIZE):
             batch = order[start:start + BATCH_SIZE]
             loss = F.cross_entropy(net(X[batch]), y[batch])
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+    return net.eval()
+
+
+def train_mlp_with_a_loader(X: torch.Tensor, y: torch.Tensor, hidden: int = HIDDEN, epochs: int = EPOCHS,
+                            seed: int = 0) -> nn.Sequential:
+    """:func:`train_mlp` with its batches from ``DataLoader(TensorDataset(X, y), batch_size=100, shuffle=True,
+    generator=g)``, ``g`` seeded ``seed``: the loader draws a base seed from ``g`` before each epoch's
+    ``randperm``, so another order from the same generator. The checks accept it as the recipe written with a
+    loader. Same arguments and result as :func:`train_mlp`.
+    """
+    torch.manual_seed(seed)
+    net = mlp(hidden)
+    optimizer = torch.optim.Adam(net.parameters(), lr=LEARNING_RATE)
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(X, y), batch_size=BATCH_SIZE, shuffle=True,
+                                         generator=torch.Generator().manual_seed(seed))
+    for _ in range(epochs):
+        for images, labels in loader:
+            loss = F.cross_entropy(net(images), labels)
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
@@ -370,7 +391,9 @@ def trained_answers(X_tr=None, y_tr=None, X_val=None, y_val=None, X_test=None, y
     Trains the chapter's MLP on ``X_tr`` (``val_acc`` on ``X_val``; the shift
     table ``shift_accs`` on it) and on ``X_tr`` then ``X_val`` together
     (``test_clean``, ``test_shift2`` on ``X_test``; ``final_weights``, that
-    network's four parameters, to compare a student's with), at :data:`THREADS`
+    network's four parameters, to compare a student's with; ``net_weights``
+    and ``loader_net_weights``, the first network's and the same recipe's with a
+    shuffling ``DataLoader``, :func:`train_mlp_with_a_loader`), at :data:`THREADS`
     thread(s), with the caller's random state kept. Cached per data, so the
     checks of several questions train once; about 2 s of CPU.
     """
@@ -394,7 +417,10 @@ def _train_on(X_tr, y_tr, X_val, y_val, X_test, y_test) -> dict:
         with torch.random.fork_rng(devices=[]):
             net = train_mlp(X_tr, y_tr)
             net_final = train_mlp(torch.cat([X_tr, X_val]), torch.cat([y_tr, y_val]))
+            loader_net = train_mlp_with_a_loader(X_tr, y_tr)
         return {
+            "net_weights": [p.detach().clone() for p in net.parameters()],
+            "loader_net_weights": [p.detach().clone() for p in loader_net.parameters()],
             "val_acc": accuracy(net, X_val, y_val),
             "shift_accs": [accuracy(net, shift_right(X_val, s), y_val) for s in SHIFTS],
             "test_clean": accuracy(net_final, X_test, y_test),

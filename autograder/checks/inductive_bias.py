@@ -531,12 +531,14 @@ def _least_squares_property(fit: Callable, predict: Callable, call_with_arrays: 
     expect_callable("predict", predict)
     cases = {"conv": (1, 3), "shared16": (1, 2), "local5": (4, 40), "full": (3, 300)}
 
-    @given(st.sampled_from(MODELS), st.integers(0, 1), st.integers(0, 2**31 - 1))
-    def matches_least_squares(model, which, seed):
+    # crops also a thousand times fainter: lstsq's cutoff is relative to the largest singular value, and an
+    # eleventh hostile review's absolute cutoff (pw > 1e-6) was right on crops in [0, 1] only
+    @given(st.sampled_from(MODELS), st.integers(0, 1), st.integers(0, 2**31 - 1), st.sampled_from([1.0, 1e-3]))
+    def matches_least_squares(model, which, seed, scale):
         n = cases[model][which]
         rng = np.random.default_rng(seed)
-        X, Xnew = rng.random((n, 16, 16)), rng.random((5, 16, 16))
-        Y = ib.vignetted_target(X) + 0.01 * rng.standard_normal(X.shape)
+        X, Xnew = scale * rng.random((n, 16, 16)), scale * rng.random((5, 16, 16))
+        Y = ib.vignetted_target(X) + 0.01 * scale * rng.standard_normal(X.shape)
         got, shown, params = _fit_predict(fit, predict, call_with_arrays, model, X, Y, Xnew)
         options = [_expected_predictions(model, X, Y, Xnew)]
         if model in ("conv", "local5") and _neigh_failure(neigh, call_with_arrays) is not None:

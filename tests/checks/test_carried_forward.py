@@ -17,6 +17,7 @@ and, end to end, in the hostile catalogue (``degenerate_edges``, ``epsilon_edges
 from __future__ import annotations
 
 import copy
+from typing import Any, Callable
 
 import matplotlib
 
@@ -507,12 +508,16 @@ def _wif_weights(kind: str) -> list[torch.Tensor]:
     return [torch.zeros_like(w) for w in weights] if kind == "zeros" else weights
 
 
-def _templates(first: torch.Tensor, limit: float | None = None, cmap: str = "coolwarm", grid=(4, 4),
-               colour_bars: bool = False, column_order: bool = False):
+def _templates(first: torch.Tensor, limit: float | None = None, cmap: Any = "coolwarm", grid=(4, 4),
+               colour_bars: bool = False, column_order: bool = False, centre: float | None = None,
+               imshow: dict | None = None, after: Callable | None = None):
     """Figure 6.2 for the first weight ``first``: each row on its own largest absolute weight, or on ``limit``,
     in a ``grid`` of Axes (rows, columns) made in reading order (or 4 by 4 made down the columns), each with a
-    colour bar of its own when ``colour_bars``."""
+    colour bar of its own when ``colour_bars``. ``centre``: a ``TwoSlopeNorm`` whose middle colour is at
+    ``centre`` times the limit instead of ``vmin`` and ``vmax``; ``imshow``: more keyword arguments to it;
+    ``after(ax, image, row)``: called on each Axes once its template is drawn."""
     import matplotlib.pyplot as plt
+    from matplotlib.colors import TwoSlopeNorm
 
     if column_order:  # Axes made one by one down the columns: the i-th Axes of the figure holds row i
         fig = plt.figure()
@@ -522,10 +527,22 @@ def _templates(first: torch.Tensor, limit: float | None = None, cmap: str = "coo
         axes = list(grid_of_axes.flat)
     for i, ax in enumerate(axes):
         row_limit = max(float(first[i].abs().max()), 1e-3) if limit is None else limit
-        shown = ax.imshow(first[i].view(28, 28).numpy(), cmap=cmap, vmin=-row_limit, vmax=row_limit)
+        scale = ({"vmin": -row_limit, "vmax": row_limit} if centre is None
+                 else {"norm": TwoSlopeNorm(vmin=-row_limit, vcenter=centre * row_limit, vmax=row_limit)})
+        row = first[i].view(28, 28).numpy()
+        shown = ax.imshow(row, cmap=cmap, **scale, **(imshow or {}))
         if colour_bars:
             fig.colorbar(shown, ax=ax)
+        if after is not None:
+            after(ax, shown, row)
     return fig
+
+
+def _crossed(fig):
+    """``fig`` as the judge sees it: encoded in the student process, through the wire format, rebuilt."""
+    from autograder import channel
+
+    return channel.decode(channel.load(channel.dump(channel.encode(fig, {}))), lambda *a: None)
 
 
 def _wif_q5_q6(checks, ref, weights, W1_perm, fig) -> dict:
@@ -571,6 +588,18 @@ def test_wif_the_students_own_weights_are_still_carried_forward(wif):
     assert actual == {"q5": None, "q6": None}, f"q5 and q6 should grade the student's own weights: {actual}"
 
 
+def _resampled(name: str, levels: int):
+    import matplotlib
+
+    return matplotlib.colormaps[name].resampled(levels)
+
+
+def _grey_named(name: str):
+    from matplotlib.colors import LinearSegmentedColormap
+
+    return LinearSegmentedColormap.from_list(name, ["black", "white"])
+
+
 #: q6's figures, each drawn by ``_templates`` with these options, and the start of the failure each must give
 #: (``None``: passes). The sixth hostile review drew the templates at a limit of 1e6 (flat) or 1e-9 (saturated);
 #: the tenth with a sequential colour map (grey, viridis) and in a row of 16 Axes, as the figure's colour map and
@@ -589,6 +618,21 @@ TEMPLATE_FIGURES = {
                          "`fig_templates`' template 0 is in a 1 by 16 grid, not in a 4 by 4 grid of Axes"),
     "two_rows_of_eight": ({"grid": (2, 8)}, "`fig_templates`' template 0 is in a 2 by 8 grid, not in a 4 by 4 grid"),
     "column_order": ({"column_order": True}, "`fig_templates`' template 1 is not in cell 1 of the 4 by 4 grid"),
+    # the eleventh review's: drawn right by the array and the limits, wrong on the page
+    "RdBu_r_in_11_levels": ({"cmap": _resampled("RdBu_r", 11)}, None),
+    "grey_named_RdBu_r": ({"cmap": _grey_named("RdBu_r")},
+                          "`fig_templates`' image 0 is drawn with a colour map named 'RdBu_r' whose colours are not"),
+    "centred_off_zero": ({"cmap": "RdBu_r", "centre": 0.8},
+                         "`fig_templates`' image 0 is drawn with TwoSlopeNorm, not a linear colour scale"),
+    "upside_down": ({"cmap": "RdBu_r", "imshow": {"origin": "lower"}},
+                    "`fig_templates`' image 0 is drawn flipped or stretched (origin='lower'"),
+    "mirrored": ({"cmap": "RdBu_r", "imshow": {"extent": (28, 0, 0, 28)}},
+                 "`fig_templates`' image 0 is drawn flipped or stretched"),
+    "transparent": ({"cmap": "RdBu_r", "imshow": {"alpha": 0.0}}, "`fig_templates`' image 0 is drawn transparent"),
+    "hidden": ({"cmap": "RdBu_r", "after": lambda ax, shown, row: ax.set_visible(False)},
+               "`fig_templates`' image 0 is hidden"),
+    "covered": ({"cmap": "RdBu_r", "after": lambda ax, shown, row: ax.imshow(abs(row), cmap="gray")},
+                "`fig_templates`' image 0 holds 2 images"),
 }
 
 
@@ -600,14 +644,17 @@ def test_wif_templates_are_a_4_by_4_grid_on_the_weights_own_diverging_scale(wif_
     weights = [p.detach().clone() for p in net.parameters()]
     options, failure = TEMPLATE_FIGURES[kind]
     fig = _templates(weights[0], **options)
-    try:
-        actual = failures({"q6": lambda: checks.check_q6(fig, weights)})["q6"]
+    try:  # the figure in the notebook, and as it crosses to the judge
+        actual = failures({"q6": lambda: checks.check_q6(fig, weights),
+                           "crossed": lambda: checks.check_q6(_crossed(fig), weights)})
     finally:
         plt.close(fig)
-    if failure is None:
-        assert actual is None, f"templates drawn {kind} should pass q6: {actual!r}"
-    else:
-        assert actual is not None and actual.startswith(failure), f"templates drawn {kind} should fail q6: {actual!r}"
+    for where, message in actual.items():
+        if failure is None:
+            assert message is None, f"templates drawn {kind} should pass q6 ({where}): {message!r}"
+        else:
+            assert message is not None and message.startswith(failure), \
+                f"templates drawn {kind} should fail q6 ({where}): {message!r}"
 
 
 # ---------------------------------------------------------------- when_it_fails: the data split
@@ -867,26 +914,32 @@ def _variant_train_mlp(ref, kind: str):
     momentum 0.9), ``"default_epochs_15"``, ``"global_images"`` (the batch taken from the global ``X_tr``) and
     ``"batches_of_250"``; the ninth's ``"adamw"`` (AdamW, its default weight decay); the batch orders the tenth
     session found accepted: ``"global_order"`` (each epoch's ``randperm`` from torch's global generator),
-    ``"order_seeded_0"`` (``g`` seeded 0 whatever ``seed``), ``"batches_of_128"`` and ``"last_batch_dropped"``.
+    ``"order_seeded_0"`` (``g`` seeded 0 whatever ``seed``), ``"batches_of_128"`` and ``"last_batch_dropped"``;
+    the eleventh's ``"early_stop"`` (stops once an epoch's mean loss is below 0.3) and ``"order_seeded_3"``.
     ``"dataloader"`` is no mistake: a shuffling ``DataLoader`` with ``generator=g`` (another order than the
     recipe's ``randperm``, drawn from ``g`` too, which the question accepts)."""
     a = ref.answers()
 
     def train_mlp(X, y, hidden=256, epochs=15 if kind == "default_epochs_15" else 30, seed=0):
-        if kind in ("global_order", "order_seeded_0", "batches_of_128", "last_batch_dropped"):
+        if kind in ("global_order", "order_seeded_0", "order_seeded_3", "batches_of_128", "last_batch_dropped",
+                    "early_stop"):
             torch.manual_seed(seed)
             net = ref.mlp(hidden)
             optimizer = torch.optim.Adam(net.parameters(), lr=ref.LEARNING_RATE)
-            g = torch.Generator().manual_seed(0 if kind == "order_seeded_0" else seed)
+            g = torch.Generator().manual_seed({"order_seeded_0": 0, "order_seeded_3": 3}.get(kind, seed))
             size = 128 if kind == "batches_of_128" else ref.BATCH_SIZE
             for _ in range(epochs):
                 order = torch.randperm(len(X)) if kind == "global_order" else torch.randperm(len(X), generator=g)
+                total = 0.0
                 for start in range(0, len(X) - (size - 1 if kind == "last_batch_dropped" else 0), size):
                     batch = order[start:start + size]
                     loss = torch.nn.functional.cross_entropy(net(X[batch]), y[batch])
                     optimizer.zero_grad()
                     loss.backward()
                     optimizer.step()
+                    total += loss.item() * len(batch)
+                if kind == "early_stop" and total / len(X) < 0.3:
+                    break
             return net.eval()
         if kind in ("in_order", "dataloader", "sgd", "batches_of_250", "adamw", "global_images"):
             torch.manual_seed(seed)
@@ -1102,6 +1155,29 @@ def test_wif_a_net_trained_apart_from_a_train_mlp_that_does_not_learn_carries_no
         f"q11 should judge train_mlp by its own network, not by `net`: {actual['q11']!r}"
 
 
+@pytest.mark.parametrize("kind, message", [
+    ("recipe", None),
+    ("dataloader", None),
+    ("early_stop", "`net` is the chapter's MLP, but not the network the recipe trains"),
+    ("order_seeded_3", "`net` is the chapter's MLP, but not the network the recipe trains"),
+])
+def test_wif_q2_net_is_the_recipes_network_on_the_fitting_images(wif_healthy, kind, message):
+    """The eleventh hostile review: a train_mlp stopping early, or drawing its order from a generator seeded 3
+    whatever the seed, passed every small problem of check_train_function (none reaches a loss of 0.3; each uses
+    seed 3) and q2's validation band."""
+    checks, ref, data, _ = wif_healthy
+    train_mlp = ref.train_mlp if kind == "recipe" else _variant_train_mlp(ref, kind)
+    with torch.random.fork_rng(devices=[]):
+        net = train_mlp(data["X_tr"], data["y_tr"])
+    weights = [p.detach().clone() for p in net.parameters()]
+    actual = failures({"q2": lambda: checks.check_q2(train_mlp, net, weights, ref.answers()["n_params"],
+                                                     _score(net, data["X_val"], data["y_val"]), *data.values())})["q2"]
+    if message is None:
+        assert actual is None, f"{kind} is the recipe and should pass q2: {actual!r}"
+    else:
+        assert actual is not None and actual.startswith(message), f"{kind} should fail q2: {actual!r}"
+
+
 def test_wif_a_net_that_fails_when_the_gate_calls_it_fails_the_question(wif_healthy):
     """The fourth reviewer's crash: `net` stops working on the call that decides whether q3's bands apply. The
     gate raises (the question fails); it used to answer "not healthy" and skip the bands."""
@@ -1292,7 +1368,8 @@ def _fit_predict_variant(kind: str):
     """``fit`` and ``predict`` right on every prediction, wrong where the question says more (the ninth review's
     leftovers): ``"local5_transposed"`` (local5's kernels as (25, 256)), ``"conv_flipped"`` (conv's kernel laid
     out reversed, predict flipping it back), ``"nb_ignored"`` (``predict`` computes ``neigh(X)`` whatever ``nb``
-    says). ``"pinv"`` is no mistake: ``np.linalg.pinv`` gives the same minimum-norm solutions."""
+    says); the eleventh's ``"absolute_cutoff"`` (shared16 keeps the frequencies with power above 1e-6, right on
+    crops in [0, 1] only). ``"pinv"`` is no mistake: ``np.linalg.pinv`` gives the same minimum-norm solutions."""
     from reference import inductive_bias as ref
 
     def fit(model, X, Y):
@@ -1304,6 +1381,11 @@ def _fit_predict_variant(kind: str):
             if model == "conv":
                 return np.linalg.pinv(nb.reshape(-1, 25)) @ Y.reshape(-1)
             return np.stack([np.linalg.pinv(nb[:, j]) @ Y.reshape(n, 256)[:, j] for j in range(256)])
+        if kind == "absolute_cutoff" and model == "shared16":  # the eleventh review's: pw > 1e-6, not relative
+            Xf, Yf = np.fft.fft2(X), np.fft.fft2(Y)
+            pw = (np.abs(Xf) ** 2).sum(0)
+            keep = pw > 1e-6
+            return np.where(keep, (Yf * np.conj(Xf)).sum(0) / np.where(keep, pw, 1), 0)
         p = ref.fit(model, X, Y)
         if kind == "local5_transposed" and model == "local5":
             return p.T.copy()
@@ -1325,6 +1407,7 @@ def _fit_predict_variant(kind: str):
     ("local5_transposed", "`fit('local5', X, Y)` returns parameters of shape (25, 256)"),
     ("conv_flipped", "`fit('conv', X, Y)` predicts right, but its parameters are not"),
     ("nb_ignored", "`predict('conv', params, X, nb) with nb = neigh(X2)"),
+    ("absolute_cutoff", "`predict('shared16', fit('shared16', X, Y), X_new)"),
     ("pinv", None),
 ])
 def test_ib_fit_and_predict_follow_the_questions_layouts_and_nb(ib, kind, message):

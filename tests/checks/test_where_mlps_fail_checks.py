@@ -489,6 +489,10 @@ COMPARE_SHARED_WRONG = {
     "atol_9e-3": lambda mm, m, p: torch.allclose(mm[..., p:], m[..., :-p], atol=9e-3),
     "rtol_1e-2": lambda mm, m, p: torch.allclose(mm[..., p:], m[..., :-p], rtol=1e-2),
     "max_difference_below_0.0099": lambda mm, m, p: bool((mm[..., p:] - m[..., :-p]).abs().max() < 0.0099),
+    # the eleventh's: a few times allclose's default tolerance, under the 1e-4 the tenth's fix changed
+    "atol_6e-5": lambda mm, m, p: torch.allclose(mm[..., p:], m[..., :-p], atol=6e-5),
+    "rtol_3e-5": lambda mm, m, p: torch.allclose(mm[..., p:], m[..., :-p], rtol=3e-5),
+    "max_difference_below_9e-5": lambda mm, m, p: bool((mm[..., p:] - m[..., :-p]).abs().max() < 9e-5),
 }
 
 
@@ -634,6 +638,33 @@ def test_q3_6_maps_in_the_wrong_order_fail(answers):
         plt.close(fig)
     expected = "`fig.axes[1]` should show the vertical map, but shows other values."
     assert actual == expected, f"expected {expected!r}, got {actual!r}"
+
+
+def _tampered(fig, how: str):
+    """The eleventh hostile review's edges.png: right by its arrays and colour limits, wrong on the page."""
+    from matplotlib.colors import TwoSlopeNorm
+
+    vertical_map, horizontal_map = fig.axes[1].images[0], fig.axes[2].images[0]
+    if how == "centred_off_zero":
+        low, high = vertical_map.get_clim()
+        vertical_map.set_norm(TwoSlopeNorm(vmin=low, vcenter=0.9 * high, vmax=high))
+    elif how == "covered":
+        fig.axes[2].imshow(abs(horizontal_map.get_array()), cmap="gray")
+    elif how == "transparent":
+        horizontal_map.set_alpha(0.0)
+    return fig
+
+
+@pytest.mark.parametrize("how, expected", [
+    ("centred_off_zero", "`fig.axes[1]` is drawn with TwoSlopeNorm, not a linear colour scale"),
+    ("covered", "`fig.axes[2]` holds 2 images"),
+    ("transparent", "`fig.axes[2]` is drawn transparent"),
+])
+def test_q3_6_maps_drawn_otherwise_than_their_limits_say_fail(answers, figure_factory, how, expected):
+    x, vertical, horizontal = answers["x"], answers["vertical"], answers["horizontal"]
+    fig = _tampered(figure_factory(x, vertical, horizontal), how)
+    actual = failure_message(checks.check_q3_6, fig, x, vertical, horizontal)
+    assert actual.startswith(expected), f"{how}: expected {expected!r}, got {actual!r}"
 
 
 def test_q3_6_axes_array_instead_of_figure_fails(answers, figure_factory):
