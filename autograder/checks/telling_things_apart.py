@@ -398,6 +398,10 @@ def check_softmax_function(softmax: Callable) -> None:
     @given(st.data())
     def matches_torch(data):
         logits = _logits(data, (0.5, 1.0, 3.0))
+        # "over the last axis": also with one more leading axis (a twelfth hostile review's softmax took dim 1 for
+        # every batch, the last axis only of (N, C))
+        if data.draw(st.booleans(), label="one more leading axis"):
+            logits = torch.stack([logits, logits.flip(-1) * 0.5])
         t = data.draw(st.sampled_from([None, 0.25, 0.5, 2.0, 5.0]), label="temperature")
         out = _softmax_call(softmax, logits, t)
         expected = torch.softmax(logits / (1.0 if t is None else t), dim=-1)

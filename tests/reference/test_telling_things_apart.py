@@ -381,6 +381,8 @@ WRONG_SOFTMAX = {
     "over dim 0": lambda x, temperature=1.0: torch.softmax(x / temperature, dim=0),
     "overflows": lambda x, temperature=1.0: torch.exp(x / temperature) / torch.exp(x / temperature).sum(-1, keepdim=True),
     "temperature multiplied": lambda x, temperature=1.0: torch.softmax(x * temperature, dim=-1),
+    # the twelfth hostile review's: the last axis of (C,) and (N, C) only
+    "over dim 1 for any batch": lambda x, temperature=1.0: torch.softmax(x / temperature, dim=1 if x.dim() > 1 else 0),
 }
 
 
