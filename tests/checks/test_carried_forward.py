@@ -1408,6 +1408,37 @@ def _fit_predict_variant(kind: str):
     return fit, predict
 
 
+def test_ib_fit_laid_out_like_the_students_own_neigh_keeps_q5():
+    """Errors carried forward: conv's parameters are laid out like the student's own neigh. A neigh with the
+    column offset outer fails q2; fit and predict built on it are right for q5 (the catalogue's
+    offsets_column_outer lost q5 to the layout check once)."""
+    from autograder.checks import inductive_bias as checks
+    from reference import inductive_bias as ref
+
+    def neigh(x):  # the offsets with the column offset outer: ref.neigh's last axis transposed
+        return ref.neigh(x).reshape(len(x), 256, 5, 5).transpose(0, 1, 3, 2).reshape(len(x), 256, 25)
+
+    def fit(model, X, Y):
+        if model == "conv":
+            return np.linalg.lstsq(neigh(X).reshape(-1, 25), Y.reshape(-1), rcond=None)[0]
+        if model == "local5":
+            nb, n = neigh(X), len(X)
+            return np.stack([np.linalg.lstsq(nb[:, j], Y.reshape(n, 256)[:, j], rcond=None)[0] for j in range(256)])
+        return ref.fit(model, X, Y)
+
+    def predict(model, p, X, nb=None):
+        if model in ("conv", "local5"):
+            nb = neigh(X) if nb is None else nb
+            return (nb @ p if model == "conv" else np.einsum("ndk,dk->nd", nb, p)).reshape(X.shape)
+        return ref.predict(model, p, X)
+
+    counts = {m: ref.parameter_count(m) for m in checks.MODELS}
+    actual = failures({"q2": lambda: checks.check_q2(neigh, call_with_arrays),
+                       "q5": lambda: checks.check_q5(counts, fit, predict, neigh, call_with_arrays)})
+    assert actual["q2"] is not None, "precondition: the column-outer neigh fails q2"
+    assert actual["q5"] is None, f"fit and predict on the student's own neigh should keep q5: {actual['q5']!r}"
+
+
 @pytest.mark.parametrize("kind, message", [
     ("local5_transposed", "`fit('local5', X, Y)` returns parameters of shape (25, 256)"),
     ("conv_flipped", "`fit('conv', X, Y)` predicts right, but its parameters are not"),
