@@ -112,6 +112,13 @@ def expect_plain_image(where: str, ax: Any, image: Any) -> None:
                            f"{cmap.name}'s: pass cmap=\"{cmap.name}\" (matplotlib's own).")
 
 
+def relative_distance(actual: Any, expected: Any) -> float:
+    """``|actual - expected| / |expected|`` over matching sequences of tensors (a network's parameters), as one
+    Euclidean norm in float64."""
+    difference = sum(float(((a.detach().double() - e.double()) ** 2).sum()) for a, e in zip(actual, expected))
+    return (difference / max(sum(float((e.double() ** 2).sum()) for e in expected), 1e-300)) ** 0.5
+
+
 def _describe_type(value: Any) -> str:
     if isinstance(value, torch.Tensor):
         return f"a tensor of shape {tuple(value.shape)} and dtype {value.dtype}"

@@ -119,6 +119,7 @@ from autograder.checks import (
     expect_sequence,
     expect_tensor,
     expect_type,
+    relative_distance,
 )
 from autograder.checks.properties import given, run_property, seeded_images, st
 
@@ -571,7 +572,7 @@ def check_q4(model, weights, n_parameters, train_losses, train_accuracy, test_ac
     # the recipe itself (a tenth hostile review: SGD with momentum 0.9 at lr 0.01, 500 test digits added to the
     # training set; weight decay, Nesterov, batches of 30 to 34 too, landed in every band): the weights of one of
     # its two accepted runs, within what another thread count makes of 2,500 SGD steps (RECIPE_WEIGHT_TOL)
-    runs = [run for run in _reference().recipe_runs() if _relative_distance(tensors, run[0]) <= RECIPE_WEIGHT_TOL]
+    runs = [run for run in _reference().recipe_runs() if relative_distance(tensors, list(run[0].values())) <= RECIPE_WEIGHT_TOL]
     if not runs:
         raise CheckFailure("`model` is not the network the recipe trains: mlp() as given, plain SGD at learning rate "
                            "0.1 (no momentum, no weight decay), nn.CrossEntropyLoss(), 10 epochs over the 8,000 "
@@ -582,13 +583,6 @@ def check_q4(model, weights, n_parameters, train_losses, train_accuracy, test_ac
         if abs(float(value) - want) > RECIPE_LOSS_TOL * want:
             raise CheckFailure(f"`train_losses[{i}]` is not the mean of the batch losses of epoch {i + 1} of the "
                                "training that gave `model`.")
-
-
-def _relative_distance(tensors: list[torch.Tensor], state: dict[str, torch.Tensor]) -> float:
-    """``|tensors - state| / |state|`` over all four of ``mlp()``'s parameters (Euclidean norms)."""
-    expected = list(state.values())
-    difference = sum(float(((a.detach().double() - e.double()) ** 2).sum()) for a, e in zip(tensors, expected))
-    return math.sqrt(difference / max(sum(float((e.double() ** 2).sum()) for e in expected), 1e-300))
 
 
 # ---------------------------------------------------------------- q5: re-centring

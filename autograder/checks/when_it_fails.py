@@ -109,6 +109,7 @@ from autograder.checks import (
     is_diverging,
     once,
     quoted,
+    relative_distance,
 )
 from autograder.checks.properties import given, run_property, seeded_images, st
 
@@ -720,12 +721,6 @@ def check_train_function(train_mlp: Callable) -> None:
                            "last batch smaller (a shuffling DataLoader with generator=g is accepted too).")
 
 
-def _weight_distance(actual: list[torch.Tensor], expected: list[torch.Tensor]) -> float:
-    """``|actual - expected| / |expected|`` over all four parameters (Euclidean norms, in float64)."""
-    difference = sum(float(((a.double() - e.double()) ** 2).sum()) for a, e in zip(actual, expected))
-    return (difference / max(sum(float((e.double() ** 2).sum()) for e in expected), 1e-300)) ** 0.5
-
-
 def _within_recipe(actual: torch.Tensor, expected: torch.Tensor) -> bool:
     """Logits ``(n, 10)`` the recipe's within :data:`RECIPE_TOL` of their size."""
     return float((actual - expected).abs().max()) <= RECIPE_TOL * max(1.0, float(expected.abs().max()))
@@ -765,7 +760,7 @@ def check_q2(train_mlp, net, net_weights, n_params, val_acc, X_tr, y_tr, X_val, 
     # ...and is the recipe's network itself (an eleventh hostile review's train_mlp stopped early once the loss fell
     # below 0.3, which the small problems of check_train_function never reach)
     trained = _trained(data)
-    if not any(_weight_distance(model.weights, trained[key]) <= NET_RECIPE_TOL
+    if not any(relative_distance(model.weights, trained[key]) <= NET_RECIPE_TOL
                for key in ("net_weights", "loader_net_weights")):
         raise CheckFailure("`net` is the chapter's MLP, but not the network the recipe trains on `X_tr`, `y_tr`: "
                            "torch.manual_seed(0), the MLP, Adam (lr 1e-3) on the cross-entropy, all 30 epochs, "
