@@ -26,11 +26,13 @@ import importlib.util
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from autograder.checks import CheckFailure
 from autograder.checks import when_it_fails as checks
 from reference import when_it_fails as ref
 from tests.test_answers_cache import assert_same
@@ -121,9 +123,22 @@ def test_exercise5_numbers(answers):
     assert answers["first_layer_params"] == 150_528_000
     assert round(answers["first_layer_mb"]) == 602
     assert answers["patch_params"] == 147_000
-    # the mistakes the check must catch are outside its tolerance
-    assert abs(answers["first_layer_params"] * 4 / 2**20 - answers["first_layer_mb"]) > checks.MB_TOL
-    assert abs((answers["first_layer_params"] + 1000) * 4 / 1e6 - answers["first_layer_mb"]) > 0.0  # biases: int check
+
+
+
+@pytest.mark.parametrize("mb, accepted", [
+    (150_528_000 * 4 / 1e6, True), (602, True), (602.1, True), (602.11, True), (np.float32(602.112), True),
+    ((150_528_000 + 1000) * 4 / 1e6, False),  # the biases counted in: 602.116, within any plain 0.5 tolerance
+    (150_528_000 * 4 / 2**20, False),  # MiB: 574.2
+    (603, False), (600, False), (602.2, False),
+])
+def test_exercise5_megabytes_accept_rounding_but_not_the_biases(mb, accepted):
+    args = (150_528_000, mb, 147_000)
+    if accepted:
+        checks.check_q12(*args)
+    else:
+        with pytest.raises(CheckFailure, match=r"`first_layer_mb` has the right type but the wrong value: count "):
+            checks.check_q12(*args)
 
 
 def test_distance_ratio_at_784_is_the_chapters(answers):
