@@ -27,6 +27,8 @@ from typing import Any
 
 import torch
 
+from autograder import figures
+
 #: Largest frame accepted from the other side (bytes). A student value over
 #: this is reported as too large instead of exhausting the judge's memory.
 MAX_FRAME = 256 * 1024 * 1024
@@ -191,28 +193,54 @@ def _encode_figure(value: Any) -> dict | None:
             data = torch.as_tensor(getattr(array, "data", array)).clone() if array is not None else None
             images.append({"array": data, "clim": tuple(float(c) for c in image.get_clim()),
                            "cmap": image.get_cmap().name, **_drawing(image, ax)})
-        axes.append({"images": images, "title": ax.get_title(), "grid": _grid_position(ax)})
-    return {KIND: "figure", "axes": axes}
+        axes.append({"images": images, "title": ax.get_title(), "grid": _grid_position(ax), **_axes_drawing(ax)})
+    return {KIND: "figure", "axes": axes, **_readable((("size", lambda: [float(v) for v in value.get_size_inches()]),
+                                                       ("overlays", lambda: figures.figure_overlays(value))))}
+
+
+def _readable(reads) -> dict:
+    """``{key: read()}`` for each ``(key, read)`` that does not raise: a student's figure may be anything."""
+    out: dict = {}
+    for key, read in reads:
+        try:
+            out[key] = read()
+        except Exception:  # noqa: BLE001 - a student's figure may be anything
+            continue
+    return out
 
 
 def _drawing(image: Any, ax: Any) -> dict:
     """How ``image`` is drawn, beyond its array and colour limits: its colour map's colours (16 samples), its
-    norm's type name, origin, extent, alpha and visibility; whatever cannot be read is left out."""
+    norm's type name and whether it is linear between the limits, origin, extent, alpha, visibility, masked
+    entries, and whether its transform and clipping are imshow's; whatever cannot be read is left out."""
     import numpy as np
 
-    out: dict = {}
-    for key, read in (("cmap_colors", lambda: torch.as_tensor(np.asarray(image.get_cmap()(np.linspace(0, 1, 16)),
+    def mask():
+        masked = np.ma.getmaskarray(image.get_array())
+        return torch.as_tensor(masked.copy()) if masked.any() else None
+
+    return _readable((("cmap_colors", lambda: torch.as_tensor(np.asarray(image.get_cmap()(np.linspace(0, 1, 16)),
                                                                          dtype=np.float64))),
                       ("norm", lambda: type(image.norm).__name__),
+                      ("norm_linear", lambda: figures.norm_is_linear(image)),
                       ("origin", lambda: str(image.origin)),
                       ("extent", lambda: [float(e) for e in image.get_extent()]),
                       ("alpha", lambda: _alpha(image.get_alpha())),
-                      ("visible", lambda: bool(image.get_visible()) and bool(ax.get_visible()))):
-        try:
-            out[key] = read()
-        except Exception:  # noqa: BLE001 - a student's image may be anything
-            continue
-    return out
+                      ("visible", lambda: bool(image.get_visible()) and bool(ax.get_visible())),
+                      ("mask", mask),
+                      ("own_transform", lambda: image.get_transform() is not ax.transData),
+                      ("own_clip", lambda: not figures.default_clip(image, ax))))
+
+
+def _axes_drawing(ax: Any) -> dict:
+    """How ``ax`` shows its images: view limits, aspect, position in the figure (figure fraction, after the
+    aspect is applied), zorder, whether it paints a background, and what else it draws (:mod:`autograder.figures`)."""
+    return _readable((("view", lambda: [float(v) for v in (*ax.get_xlim(), *ax.get_ylim())]),
+                      ("aspect", lambda: "auto" if ax.get_aspect() == "auto" else float(ax.get_aspect())),
+                      ("position", lambda: [float(v) for v in ax.get_position().bounds]),
+                      ("zorder", lambda: float(ax.get_zorder())),
+                      ("background", lambda: figures.draws_background(ax)),
+                      ("overlays", lambda: figures.axes_overlays(ax))))
 
 
 def _alpha(alpha: Any) -> float | str | None:
@@ -367,6 +395,9 @@ def _rebuild_figure(value: dict):
     if len(value["axes"]) > MAX_AXES or any(len(ax["images"]) > MAX_AXES for ax in value["axes"]):
         raise TooComplex(f"a figure with more than {MAX_AXES} Axes or images in one Axes")
     fig = Figure()
+    size = value.get("size")
+    if _floats(size, 2) and all(0.0 < v <= 1000.0 for v in size):
+        fig.set_size_inches(size)
     n = max(1, len(value["axes"]))
     for i, ax_data in enumerate(value["axes"]):
         grid = ax_data.get("grid")
@@ -384,13 +415,72 @@ def _rebuild_figure(value: dict):
             if not (math.isfinite(low) and math.isfinite(high)):
                 low = high = None
             _draw(ax, array, image, low, high)
+        _arrange(ax, ax_data)
+    _stand_ins(fig, value.get("overlays"), figure=True)
     return fig
+
+
+def _floats(value: Any, n: int) -> bool:
+    return isinstance(value, list) and len(value) == n and all(isinstance(v, float) and math.isfinite(v) for v in value)
+
+
+def _arrange(ax: Any, ax_data: dict) -> None:
+    """Give the rebuilt ``ax`` the student's view limits, aspect, position, zorder, background and stand-ins for
+    what else it draws (:func:`_axes_drawing`); a field missing or out of range is left as rebuilt."""
+    _stand_ins(ax, ax_data.get("overlays"), figure=False)
+    view = ax_data.get("view")
+    if _floats(view, 4) and view[0] != view[1] and view[2] != view[3]:
+        ax.set_xlim(view[0], view[1])
+        ax.set_ylim(view[2], view[3])
+    aspect = ax_data.get("aspect")
+    if aspect == "auto" or (isinstance(aspect, float) and math.isfinite(aspect) and aspect > 0):
+        ax.set_aspect(aspect)
+    position = ax_data.get("position")
+    if _floats(position, 4) and position[2] >= 0 and position[3] >= 0:
+        ax.set_position(position)
+    zorder = ax_data.get("zorder")
+    if isinstance(zorder, float) and math.isfinite(zorder):
+        ax.set_zorder(zorder)
+    if ax_data.get("background") is False:
+        ax.patch.set_visible(False)
+
+
+def _stand_ins(owner: Any, kinds: Any, figure: bool) -> None:
+    """One stand-in artist per kind the student process reported (:mod:`autograder.figures`) on ``owner``, an
+    Axes or the figure, so that the checks read the rebuild as they would the student's figure."""
+    from matplotlib.artist import Artist
+    from matplotlib.collections import PatchCollection
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Rectangle
+
+    if not isinstance(kinds, list):
+        return
+    for kind in kinds[:MAX_AXES]:
+        if not isinstance(kind, str):
+            continue
+        if kind == "patch" and not figure:
+            owner.add_patch(Rectangle((0, 0), 0, 0))
+        elif kind == "line" and not figure:
+            owner.add_line(Line2D([], []))
+        elif kind == "collection" and not figure:
+            owner.add_collection(PatchCollection([]), autolim=False)
+        elif kind == "boxed text":
+            owner.text(0, 0, "", bbox={})
+        elif kind == "inset Axes" and not figure:
+            owner.inset_axes([0, 0, 1, 1])
+        else:
+            stand_in = Artist()
+            stand_in.set_label(kind[:40])
+            owner.add_artist(stand_in)
 
 
 def _draw(ax: Any, array: torch.Tensor, image: dict, low: float | None, high: float | None) -> None:
     """``imshow`` the student's image as the student process reported it was drawn (:func:`_drawing`); a field
     missing or out of range is drawn as imshow's default."""
+    import numpy as np
     from matplotlib.colors import ListedColormap, Normalize
+    from matplotlib.patches import Circle
+    from matplotlib.transforms import Affine2D
 
     name = image.get("cmap") if isinstance(image.get("cmap"), str) else None
     cmap: Any = name
@@ -409,8 +499,24 @@ def _draw(ax: Any, array: torch.Tensor, image: dict, low: float | None, high: fl
         shown.set_alpha(alpha)
     elif alpha == "per-pixel":  # an array of alphas: drawn see-through here, whatever its values
         shown.set_alpha(0.5)
-    norm = image.get("norm")
-    if isinstance(norm, str) and norm != "Normalize":
-        shown.set_norm(type(norm[:100] if norm.isidentifier() else "ReportedNorm", (Normalize,), {})(low, high))
+    norm, linear = image.get("norm"), image.get("norm_linear")
+    if linear is False or (isinstance(norm, str) and norm != "Normalize" and linear is not True):
+        # not linear between the limits: a stand-in of the student's norm's name that is not linear either
+        name = norm[:100] if isinstance(norm, str) and norm.isidentifier() else "ReportedNorm"
+        shown.set_norm(type(name, (Normalize,), {"__call__": _squared})(low, high))
+    mask = image.get("mask")
+    if isinstance(mask, torch.Tensor) and mask.dtype == torch.bool and mask.shape == array.shape:
+        shown.set_data(np.ma.masked_array(array.numpy(), mask=mask.numpy()))
+    if image.get("own_transform") is True:
+        shown.set_transform(Affine2D() + ax.transData)
+    if image.get("own_clip") is True:
+        shown.set_clip_path(Circle((0.5, 0.5), 0.5, transform=ax.transAxes))
     if image.get("visible") is False:
         shown.set_visible(False)
+
+
+def _squared(self: Any, value: Any, clip: Any = None) -> Any:
+    """A stand-in norm's mapping: linear's squared, so that it is not linear between the limits."""
+    from matplotlib.colors import Normalize
+
+    return Normalize.__call__(self, value, clip) ** 2

@@ -74,18 +74,22 @@ def is_diverging(cmap_name: Any) -> bool:
 CMAP_COLOUR_TOL = 0.1
 
 
-def expect_plain_image(where: str, ax: Any, image: Any) -> None:
-    """Fail unless ``image`` is the only image of ``ax`` and is drawn as it is: visible, opaque, on a linear
-    colour scale between its limits (imshow's ``vmin`` and ``vmax``), upright, unstretched, in the colours of
-    the colour map it is named after.
+def expect_plain_image(where: str, ax: Any, image: Any) -> str:
+    """Fail unless ``image`` is the only image of ``ax`` and is drawn as it is: visible, opaque, whole, on a
+    linear colour scale between its limits (imshow's ``vmin`` and ``vmax``), upright, unstretched, uncovered, at
+    least :data:`MIN_IMAGE_INCHES` on each side, in the colours of one of matplotlib's colour maps. Returns the
+    name of that map (the one it is named after, or for a map of the student's own, the registered map whose
+    colours it has).
 
-    ``where`` names the image in messages ("`fig.axes[1]`"). A tenth and an eleventh hostile review drew a
-    template under a second image, upside down, transparent, with a ``TwoSlopeNorm`` centred off zero, and with
-    a grey map named "RdBu_r"; each passed checks that read only the array and the colour limits.
+    ``where`` names the image in messages ("`fig.axes[1]`"). Hostile reviews ten to thirteen drew a template
+    under a second image, upside down, transparent, with a ``TwoSlopeNorm`` centred off zero, with a grey map
+    named "RdBu_r", zoomed, squashed, rotated, masked, covered, or in a white map of their own; each passed
+    checks that read only the array and the colour limits (:mod:`autograder.figures`). A linear norm other than
+    ``Normalize`` (``CenteredNorm``) is fine.
     """
-    import matplotlib
     import numpy as np
-    from matplotlib.colors import Normalize
+
+    from autograder import figures
 
     if len(ax.images) != 1:
         raise CheckFailure(f"{where} holds {len(ax.images)} images: draw one (an image drawn over another hides it).")
@@ -94,7 +98,7 @@ def expect_plain_image(where: str, ax: Any, image: Any) -> None:
     alpha = image.get_alpha()
     if alpha is not None and not (np.ndim(alpha) == 0 and float(alpha) >= 0.999):
         raise CheckFailure(f"{where} is drawn transparent (alpha): draw it opaque, without alpha.")
-    if type(image.norm) is not Normalize:
+    if not figures.norm_is_linear(image):
         raise CheckFailure(f"{where} is drawn with {type(image.norm).__name__}, not a linear colour scale from vmin "
                            "to vmax: pass vmin and vmax to imshow, without norm.")
     height, width = np.shape(image.get_array())[:2]
@@ -103,13 +107,85 @@ def expect_plain_image(where: str, ax: Any, image: Any) -> None:
         raise CheckFailure(f"{where} is drawn flipped or stretched (origin='{image.origin}', extent "
                            f"{tuple(round(float(e), 2) for e in image.get_extent())}): draw it with imshow's default "
                            "origin and extent, row 0 at the top.")
-    cmap = image.get_cmap()
-    named = matplotlib.colormaps.get(cmap.name)
+    if np.ma.is_masked(image.get_array()):
+        raise CheckFailure(f"{where} has masked entries, which are drawn blank: draw the array itself.")
+    if image.get_transform() is not ax.transData:
+        raise CheckFailure(f"{where} is drawn through a transform of its own (set_transform): draw it as imshow does.")
+    if not figures.default_clip(image, ax):
+        raise CheckFailure(f"{where} is clipped to a shape of its own (set_clip_path or set_clip_box): draw it whole.")
+    _expect_whole_view(where, ax, width, height)
+    extra = figures.axes_overlays(ax)
+    if extra:
+        raise CheckFailure(f"{where}'s Axes also draws {_kinds(extra)}, which can hide the image: draw the image "
+                           "alone (a title, axis labels, plain text and a colour bar beside it are fine).")
+    covering = figures.covering_axes(ax)
+    if covering:
+        raise CheckFailure(f"{where} is covered by {len(covering)} other Axes drawn over it: place nothing over "
+                           "the image (a colour bar beside it is fine).")
+    extra = figures.figure_overlays(ax.figure)
+    if extra:
+        raise CheckFailure(f"the figure holding {where} draws {_kinds(extra)} over its Axes, which can hide the "
+                           "images: draw nothing on the figure itself (fig.suptitle and fig.text are fine).")
+    box = ax.get_position()
+    inches = (box.width * ax.figure.get_figwidth(), box.height * ax.figure.get_figheight())
+    if min(inches) < MIN_IMAGE_INCHES:
+        raise CheckFailure(f"{where} is drawn only {inches[0]:.2g} by {inches[1]:.2g} inches: draw it at least "
+                           f"{MIN_IMAGE_INCHES} inches on each side (the figure's default size is fine).")
+    return _colour_map_name(where, image.get_cmap())
+
+
+#: An image drawn smaller than this (inches, on each side of its Axes' box) shows nothing: a 4 by 4 grid of
+#: templates on a figure of 2 by 2 inches is 0.3 inches a cell.
+MIN_IMAGE_INCHES = 0.2
+
+
+def _kinds(kinds: list[str]) -> str:
+    """``["patch", "patch", "line"]`` as "2 patches, 1 line"."""
+    from autograder.figures import PLURALS
+
+    counts = {kind: kinds.count(kind) for kind in dict.fromkeys(kinds)}
+    return ", ".join(f"{n} {PLURALS.get(kind, kind) if n > 1 else kind}" for kind, n in counts.items())
+
+
+def _expect_whole_view(where: str, ax: Any, width: int, height: int) -> None:
+    """The Axes shows the whole image, upright, filling at least half of it each way, at an aspect within 4x."""
+    (x0, x1), (y0, y1) = ax.get_xlim(), ax.get_ylim()
+    if not (x0 < x1 and y0 > y1):
+        raise CheckFailure(f"{where} is drawn mirrored or upside down (an inverted x or y axis): keep imshow's "
+                           "orientation, row 0 at the top, column 0 on the left.")
+    slack = 1e-6 * max(width, height, 1)
+    if x0 > -0.5 + slack or x1 < width - 0.5 - slack or y1 > -0.5 + slack or y0 < height - 0.5 - slack:
+        raise CheckFailure(f"{where} shows only part of the image (set_xlim or set_ylim): show it whole.")
+    if x1 - x0 > 2 * width or y0 - y1 > 2 * height:
+        raise CheckFailure(f"{where} fills less than half of its Axes (view limits far wider than the image): keep "
+                           "imshow's limits.")
+    aspect = ax.get_aspect()
+    if aspect != "auto" and not 0.25 <= float(aspect) <= 4.0:
+        raise CheckFailure(f"{where} is stretched (set_aspect({float(aspect):g})): keep imshow's aspect, or 'auto'.")
+
+
+def _colour_map_name(where: str, cmap: Any) -> str:
+    """The registered colour map whose colours ``cmap`` has: the one it is named after, else the nearest."""
+    import matplotlib
+    import numpy as np
+
     samples = np.linspace(0.0, 1.0, 16)
-    if named is not None and float(np.abs(np.asarray(named(samples)) - np.asarray(cmap(samples))).mean()) \
-            > CMAP_COLOUR_TOL:
-        raise CheckFailure(f"{where} is drawn with a colour map named {cmap.name!r} whose colours are not "
-                           f"{cmap.name}'s: pass cmap=\"{cmap.name}\" (matplotlib's own).")
+    colours = np.asarray(cmap(samples))
+
+    def distance(name: str) -> float:
+        return float(np.abs(np.asarray(matplotlib.colormaps[name](samples)) - colours).mean())
+
+    if cmap.name in matplotlib.colormaps:
+        if distance(cmap.name) > CMAP_COLOUR_TOL:
+            raise CheckFailure(f"{where} is drawn with a colour map named {cmap.name!r} whose colours are not "
+                               f"{cmap.name}'s: pass cmap=\"{cmap.name}\" (matplotlib's own).")
+        return cmap.name
+    nearest = min(matplotlib.colormaps, key=distance)
+    if distance(nearest) > CMAP_COLOUR_TOL:
+        raise CheckFailure(f"{where} is drawn with a colour map of your own ({str(cmap.name)[:40]!r}) that has "
+                           "the colours of none of matplotlib's: pass one of matplotlib's by name, e.g. "
+                           "cmap=\"gray\".")
+    return nearest
 
 
 def relative_distance(actual: Any, expected: Any) -> float:
@@ -244,13 +320,14 @@ def expect_bool(name: str, value: Any, expected: bool | None = None) -> bool:
 
 
 def plain(name: str, value: Any) -> Any:
-    """A one-element tensor or NumPy scalar as a Python scalar; other values unchanged."""
+    """A one-element tensor, one-element NumPy array (``np.asarray(x)`` of a number: 0-d) or NumPy scalar as a
+    Python scalar; other values unchanged."""
     expect_defined(name, value)
     if isinstance(value, torch.Tensor):
         if value.numel() != 1:
             raise CheckFailure(f"`{name}` should be a single number, but it is {_describe_type(value)}.")
         return value.item()
-    if isinstance(value, np.generic):
+    if isinstance(value, np.generic) or (isinstance(value, np.ndarray) and value.size == 1 and value.dtype != object):
         return value.item()
     return value
 

@@ -220,11 +220,13 @@ def check_q1(crops: Callable, X_test: Any, call_with_arrays: Any) -> None:
     ib = _ref()
     expect_callable("crops", crops)
 
-    @given(st.integers(0, 6), st.integers(0, 2**31 - 1))
+    # n from 1: the lesson never asks for no crops, and np.stack of an empty list raises (a thirteenth review)
+    @given(st.integers(1, 6), st.integers(0, 2**31 - 1))
     def matches_reference(n, seed):
         got = call("crops", call_with_arrays, crops, n, {"rng_seed": seed})
         shown = f"crops({n}, np.random.default_rng({seed}))"
         expect_array(shown, got, (n, 16, 16))
+        _expect_float64(shown, got)
         if got.size and (got.min() < 0 or got.max() > 1):
             raise CheckFailure(f"`{shown}` has values outside [0, 1]: scale the images to [0, 1].")
         again = call("crops", call_with_arrays, crops, n, {"rng_seed": seed})
@@ -237,8 +239,17 @@ def check_q1(crops: Callable, X_test: Any, call_with_arrays: Any) -> None:
 
     run_property(matches_reference)
     x = expect_array("X_test", X_test, (ib.N_TEST, 16, 16))
+    _expect_float64("X_test", x)
     if not np.array_equal(x, ib.test_crops()):
         raise CheckFailure("`X_test` is not crops(2000, np.random.default_rng(1000)).")
+
+
+def _expect_float64(name: str, array: np.ndarray) -> None:
+    """Crops are float64 (NumPy's default float): in float32 every later answer computed from them (``SIGMA``,
+    the errors) moves by more than its tolerance (2e-8 to 1e-4 of the value, a thirteenth hostile review)."""
+    if array.dtype != np.float64:
+        raise CheckFailure(f"`{name}` has dtype {array.dtype}, but it should be float64 (NumPy's default float): "
+                           "the later answers are computed from the crops in float64.")
 
 
 # ---------------------------------------------------------------- q2: neigh
@@ -896,7 +907,7 @@ def check_q8(err: Any, median: Any, err_min: Any, err_max: Any, fit, predict, re
         if s == 0 and _cells_agree(own_cells, expected[..., :1], sizes) == 0:
             # the student's functions and SIGMA give the reference's cells: there is no error to carry forward
             raise CheckFailure(f"{message}: your functions give the right cells, so the loop over seeds, "
-                               "models and sizes is where they go wrong.")
+                               "models and sizes, or the crops it draws (float64, q1), is where they go wrong.")
         for t_i, t in enumerate(ib.TARGETS):
             for m_i, m in enumerate(MODELS):
                 for k, n in enumerate(sizes):

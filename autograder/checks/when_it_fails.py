@@ -938,11 +938,13 @@ def check_q6(fig_templates, net_weights) -> None:
             raise CheckFailure(f"`fig_templates`' template {i} is not in cell {i} of the 4 by 4 grid (reading order): "
                                "row i in axes.flat[i].")
     for i, (ax, image) in enumerate(zip(drawn, shown)):
-        expect_plain_image(f"`fig_templates`' image {i}", ax, image)
-        if not is_diverging(image.get_cmap().name):
-            raise CheckFailure(f"`fig_templates`' image {i} is drawn with the colour map "
-                               f"{image.get_cmap().name!r}, which is not a diverging one: positive and negative "
-                               "weights must read alike, e.g. cmap=\"RdBu_r\".")
+        colours = expect_plain_image(f"`fig_templates`' image {i}", ax, image)
+        if not is_diverging(colours):
+            named = str(image.get_cmap().name)[:40]
+            like = "" if colours == named else f" (the colours of {colours!r})"
+            raise CheckFailure(f"`fig_templates`' image {i} is drawn with the colour map {named!r}{like}, which is "
+                               "not a diverging one: positive and negative weights must read alike, e.g. "
+                               "cmap=\"RdBu_r\".")
         array = image.get_array()
         array = torch.as_tensor(getattr(array, "data", array), dtype=torch.float32)
         if tuple(array.shape) != (28, 28):

@@ -174,6 +174,32 @@ def call_with_arrays(func, *args):
     return result.item() if isinstance(result, np.generic) else result
 
 
+def test_ib_crops_stacked_from_a_list_pass_and_float32_crops_fail_naming_the_dtype(ib):
+    """A thirteenth hostile review: a list of crops then ``np.stack`` (honest) lost q1 to ``crops(0, rng)``, and
+    float32 crops lost q1 to "the article's draw order" (and q7 and q8 to their tolerances) without a word on the
+    dtype."""
+    checks, ref = ib
+
+    def stacked(n, rng):
+        return np.stack([ref.crops(1, rng)[0] for _ in range(n)])
+
+    def in_float32(n, rng):
+        return ref.crops(n, rng).astype(np.float32)
+
+    x_test = ref.test_crops()
+    actual = failures({"stacked": lambda: checks.check_q1(stacked, x_test, call_with_arrays),
+                       "float32": lambda: checks.check_q1(in_float32, x_test, call_with_arrays),
+                       "X_test_float32": lambda: checks.check_q1(ref.crops, x_test.astype(np.float32),
+                                                                 call_with_arrays)})
+    assert actual["stacked"] is None, f"crops stacked from a list should pass q1: {actual['stacked']!r}"
+    assert actual["float32"] is not None and actual["float32"].startswith("`crops(") \
+        and "has dtype float32, but it should be float64" in actual["float32"], \
+        f"float32 crops should fail q1 naming the dtype: {actual['float32']!r}"
+    assert actual["X_test_float32"] == ("`X_test` has dtype float32, but it should be float64 (NumPy's default "
+                                        "float): the later answers are computed from the crops in float64."), \
+        f"a float32 X_test should fail q1 naming the dtype: {actual['X_test_float32']!r}"
+
+
 def _zero_neigh(x):
     return np.zeros((len(x), 256, 25))
 
@@ -510,12 +536,13 @@ def _wif_weights(kind: str) -> list[torch.Tensor]:
 
 def _templates(first: torch.Tensor, limit: float | None = None, cmap: Any = "coolwarm", grid=(4, 4),
                colour_bars: bool = False, column_order: bool = False, centre: float | None = None,
-               imshow: dict | None = None, after: Callable | None = None):
+               imshow: dict | None = None, after: Callable | None = None, norm: Callable | None = None):
     """Figure 6.2 for the first weight ``first``: each row on its own largest absolute weight, or on ``limit``,
     in a ``grid`` of Axes (rows, columns) made in reading order (or 4 by 4 made down the columns), each with a
     colour bar of its own when ``colour_bars``. ``centre``: a ``TwoSlopeNorm`` whose middle colour is at
-    ``centre`` times the limit instead of ``vmin`` and ``vmax``; ``imshow``: more keyword arguments to it;
-    ``after(ax, image, row)``: called on each Axes once its template is drawn."""
+    ``centre`` times the limit instead of ``vmin`` and ``vmax``; ``norm(limit)``: a norm instead of them;
+    ``imshow``: more keyword arguments to it; ``after(ax, image, row)``: called on each Axes once its template
+    is drawn."""
     import matplotlib.pyplot as plt
     from matplotlib.colors import TwoSlopeNorm
 
@@ -529,6 +556,8 @@ def _templates(first: torch.Tensor, limit: float | None = None, cmap: Any = "coo
         row_limit = max(float(first[i].abs().max()), 1e-3) if limit is None else limit
         scale = ({"vmin": -row_limit, "vmax": row_limit} if centre is None
                  else {"norm": TwoSlopeNorm(vmin=-row_limit, vcenter=centre * row_limit, vmax=row_limit)})
+        if norm is not None:
+            scale = {"norm": norm(row_limit)}
         row = first[i].view(28, 28).numpy()
         shown = ax.imshow(row, cmap=cmap, **scale, **(imshow or {}))
         if colour_bars:
@@ -594,6 +623,38 @@ def _resampled(name: str, levels: int):
     return matplotlib.colormaps[name].resampled(levels)
 
 
+def _norm(name: str):
+    import matplotlib.colors
+
+    return getattr(matplotlib.colors, name)
+
+
+def _from_list(name: str, colours: list[str]):
+    from matplotlib.colors import LinearSegmentedColormap
+
+    return LinearSegmentedColormap.from_list(name, colours)
+
+
+def _rotation(ax):
+    from matplotlib.transforms import Affine2D
+
+    return Affine2D().rotate_deg_around(13.5, 13.5, 90) + ax.transData
+
+
+def _disc(ax):
+    from matplotlib.patches import Circle
+
+    return Circle((13.5, 13.5), 3, transform=ax.transData)
+
+
+def _white_square(fig=None):
+    from matplotlib.patches import Rectangle
+
+    if fig is None:
+        return Rectangle((-1, -1), 30, 30, color="white", zorder=10)
+    return Rectangle((0, 0), 1, 1, color="white", transform=fig.transFigure)
+
+
 def _grey_named(name: str):
     from matplotlib.colors import LinearSegmentedColormap
 
@@ -633,6 +694,47 @@ TEMPLATE_FIGURES = {
                "`fig_templates`' image 0 is hidden"),
     "covered": ({"cmap": "RdBu_r", "after": lambda ax, shown, row: ax.imshow(abs(row), cmap="gray")},
                 "`fig_templates`' image 0 holds 2 images"),
+    # the thirteenth's: linear norms other than Normalize and a map of one's own with a diverging map's colours
+    # pass; the Axes' view, aspect, transform, clipping, what else is drawn over the image, and its size count
+    "centred_norm": ({"norm": lambda limit: _norm("CenteredNorm")()}, None),
+    "two_slope_norm_at_zero": ({"norm": lambda limit: _norm("TwoSlopeNorm")(0.0, -limit, limit)}, None),
+    "blue_white_red_of_your_own": ({"cmap": _from_list("blue_white_red", ["blue", "white", "red"])}, None),
+    "axis_off_and_titles": ({"after": lambda ax, shown, row: (ax.axis("off"), ax.set_title("unit"))}, None),
+    "aspect_auto_and_plain_text": ({"after": lambda ax, shown, row: (ax.set_aspect("auto"), ax.text(0, 0, "w"))},
+                                   None),
+    "grey_of_your_own": ({"cmap": _from_list("mine", ["black", "white"])},
+                         "`fig_templates`' image 0 is drawn with the colour map 'mine' (the colours of '"),
+    "white_map_of_your_own": ({"cmap": _from_list("blank", ["white", "white"])},
+                              "`fig_templates`' image 0 is drawn with a colour map of your own ('blank')"),
+    "upside_down_axes": ({"after": lambda ax, shown, row: ax.invert_yaxis()},
+                         "`fig_templates`' image 0 is drawn mirrored or upside down"),
+    "mirrored_axes": ({"after": lambda ax, shown, row: ax.invert_xaxis()},
+                      "`fig_templates`' image 0 is drawn mirrored or upside down"),
+    "zoomed": ({"after": lambda ax, shown, row: (ax.set_xlim(10, 14), ax.set_ylim(14, 10))},
+               "`fig_templates`' image 0 shows only part of the image"),
+    "far_view": ({"after": lambda ax, shown, row: ax.set_xlim(-100, 100)},
+                 "`fig_templates`' image 0 fills less than half of its Axes"),
+    "squashed": ({"after": lambda ax, shown, row: ax.set_aspect(5)}, "`fig_templates`' image 0 is stretched"),
+    "rotated": ({"after": lambda ax, shown, row: shown.set_transform(_rotation(ax))},
+                "`fig_templates`' image 0 is drawn through a transform of its own"),
+    "masked": ({"after": lambda ax, shown, row: shown.set_data(np.ma.masked_array(row, mask=row > 0))},
+               "`fig_templates`' image 0 has masked entries"),
+    "clipped": ({"after": lambda ax, shown, row: shown.set_clip_path(_disc(ax))},
+                "`fig_templates`' image 0 is clipped to a shape of its own"),
+    "white_rectangle_over": ({"after": lambda ax, shown, row: ax.add_patch(_white_square())},
+                             "`fig_templates`' image 0's Axes also draws 1 patch"),
+    "wide_white_line_over": ({"after": lambda ax, shown, row: ax.plot([0, 27], [14, 14], lw=1000, color="w")},
+                             "`fig_templates`' image 0's Axes also draws 1 line"),
+    "inset_axes_over": ({"after": lambda ax, shown, row: ax.inset_axes([0, 0, 1, 1])},
+                        "`fig_templates`' image 0's Axes also draws 1 inset Axes"),
+    "axes_over": ({"after": lambda ax, shown, row: ax.figure.add_axes(ax.get_position().bounds)},
+                  "`fig_templates`' image 0 is covered by 1 other Axes drawn over it"),
+    "figure_rectangle_over": ({"after": lambda ax, shown, row: ax.figure.add_artist(_white_square(ax.figure))},
+                              "the figure holding `fig_templates`' image 0 draws 16 artists over its Axes"),
+    "figimage_over": ({"after": lambda ax, shown, row: ax.figure.figimage(np.ones((9, 9)))},
+                      "the figure holding `fig_templates`' image 0 draws 16 images (figimage) over its Axes"),
+    "tiny": ({"after": lambda ax, shown, row: ax.figure.set_size_inches(0.5, 0.5)},
+             "`fig_templates`' image 0 is drawn only"),
 }
 
 
@@ -1308,7 +1410,7 @@ def test_ib_learning_curves_on_a_wrong_rel_err_are_not_carried_forward_by_defaul
     assert actual["wrong_rel_err"] is not None and actual["wrong_rel_err"].startswith("`err` has ") \
         and "Your `rel_err` failed its own question, and errors are not carried forward" in actual["wrong_rel_err"], \
         f"cells on a rel_err that failed q6 should fail q8, naming rel_err: {actual['wrong_rel_err']!r}"
-    assert actual["right_functions"] is not None and "the loop over seeds, models and sizes is where they go wrong" \
+    assert actual["right_functions"] is not None and "the loop over seeds, models and sizes, or the crops it draws (float64, q1), is where they go wrong" \
         in actual["right_functions"], \
         f"wrong cells on right functions should fail q8, pointing at the loop: {actual['right_functions']!r}"
 

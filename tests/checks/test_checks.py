@@ -219,8 +219,9 @@ def test_bool_is_rejected_as_a_number(check):
 @pytest.mark.parametrize(
     "value, expected",
     [(torch.tensor(0.5), 0.5), (torch.tensor([0.25]), 0.25), (torch.tensor([[2]]), 2.0),
-     (np.float32(0.75), 0.75), (np.int64(4), 4.0), (3, 3.0)],
-    ids=["0-d tensor", "1-element tensor", "1x1 int tensor", "np.float32", "np.int64", "int"],
+     (np.float32(0.75), 0.75), (np.int64(4), 4.0), (3, 3.0), (np.asarray(0.125), 0.125), (np.array([0.5]), 0.5)],
+    ids=["0-d tensor", "1-element tensor", "1x1 int tensor", "np.float32", "np.int64", "int", "0-d ndarray",
+         "1-element ndarray"],
 )
 def test_expect_number_accepts_one_element_tensors_and_scalars(value, expected):
     actual = expect_number("accuracy", value)
@@ -231,6 +232,12 @@ def test_expect_number_accepts_one_element_tensors_and_scalars(value, expected):
 def test_expect_number_rejects_a_tensor_of_several_elements():
     actual = failure_message(expect_number, "accuracy", torch.tensor([0.5, 0.6]))
     expected = "`accuracy` should be a single number, but it is a tensor of shape (2,) and dtype torch.float32."
+    assert actual == expected, f"expected {expected!r}, got {actual!r}"
+
+
+def test_expect_number_rejects_an_array_of_several_elements():
+    actual = failure_message(expect_number, "accuracy", np.array([0.5, 0.6]))
+    expected = "`accuracy` should be a number, but it is a NumPy array of shape (2,) and dtype float64."
     assert actual == expected, f"expected {expected!r}, got {actual!r}"
 
 

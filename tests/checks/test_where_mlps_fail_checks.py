@@ -17,6 +17,7 @@ import matplotlib
 matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
@@ -493,6 +494,10 @@ COMPARE_SHARED_WRONG = {
     "atol_6e-5": lambda mm, m, p: torch.allclose(mm[..., p:], m[..., :-p], atol=6e-5),
     "rtol_3e-5": lambda mm, m, p: torch.allclose(mm[..., p:], m[..., :-p], rtol=3e-5),
     "max_difference_below_9e-5": lambda mm, m, p: bool((mm[..., p:] - m[..., :-p]).abs().max() < 9e-5),
+    # the thirteenth's: stricter than the question's torch.allclose, which accepts a difference inside its tolerance
+    "torch_equal": lambda mm, m, p: torch.equal(mm[..., p:], m[..., :-p]),
+    "allclose_without_tolerance": lambda mm, m, p: torch.allclose(mm[..., p:], m[..., :-p], rtol=0.0, atol=0.0),
+    "max_difference_below_1e-6": lambda mm, m, p: bool((mm[..., p:] - m[..., :-p]).abs().max() <= 1e-6),
 }
 
 
@@ -503,10 +508,20 @@ def test_compare_shared_must_compare_every_shared_entry_with_allcloses_tolerance
         in actual, f"compare_shared variant {wrong!r} should fail its property test, naming the columns: {actual!r}"
 
 
-def test_compare_shared_with_torch_equal_on_the_shared_columns_passes():
-    """Another correct answer: the shared columns of a moved convolution are equal to the last bit."""
-    actual = checks.check_compare_shared_function(lambda mm, m, p: torch.equal(mm[..., p:], m[..., :-p]))
-    assert actual is None, "compare_shared with torch.equal on the shared columns should pass"
+#: Other ways to write the question's comparison: NumPy's allclose has the same default tolerance, isclose().all()
+#: is allclose, and swapping the arguments moves allclose's relative tolerance by a rounding error at most.
+COMPARE_SHARED_RIGHT = {
+    "numpy_allclose": lambda mm, m, p: bool(np.allclose(mm[..., p:].numpy(), m[..., :-p].numpy())),
+    "isclose_all": lambda mm, m, p: bool(torch.isclose(mm[..., p:], m[..., :-p]).all()),
+    "arguments_swapped": lambda mm, m, p: torch.allclose(m[..., :-p], mm[..., p:]),
+    "narrow": lambda mm, m, p: torch.allclose(mm.narrow(-1, p, mm.shape[-1] - p), m.narrow(-1, 0, m.shape[-1] - p)),
+}
+
+
+@pytest.mark.parametrize("right", list(COMPARE_SHARED_RIGHT), ids=list(COMPARE_SHARED_RIGHT))
+def test_compare_shared_written_another_way_with_allcloses_tolerance_passes(right):
+    actual = checks.check_compare_shared_function(COMPARE_SHARED_RIGHT[right])
+    assert actual is None, f"compare_shared written as {right!r} should pass"
 
 
 @pytest.mark.parametrize(
@@ -665,6 +680,84 @@ def test_q3_6_maps_drawn_otherwise_than_their_limits_say_fail(answers, figure_fa
     fig = _tampered(figure_factory(x, vertical, horizontal), how)
     actual = failure_message(checks.check_q3_6, fig, x, vertical, horizontal)
     assert actual.startswith(expected), f"{how}: expected {expected!r}, got {actual!r}"
+
+
+def _crossed(fig):
+    """``fig`` as the judge sees it: described by the student process, through the wire format, rebuilt."""
+    from autograder import channel
+
+    return channel.decode(channel.load(channel.dump(channel.encode(fig, {}))), lambda *a: None)
+
+
+def _drawn_otherwise(fig, how: str):
+    """The thirteenth hostile review's edges.png (and honest variants): each changes how the figure draws its
+    images, never their arrays."""
+    import numpy as np
+    from matplotlib.colors import CenteredNorm, ListedColormap, TwoSlopeNorm
+    from matplotlib.patches import Rectangle
+
+    trousers, vertical_map, horizontal_map = (ax.images[0] for ax in fig.axes)
+    low, high = vertical_map.get_clim()
+    if how == "trousers_black":
+        trousers.set_clim(5, 6)
+    elif how == "white_map_of_your_own":
+        vertical_map.set_cmap(ListedColormap(["white"]))
+    elif how == "covered_by_a_rectangle":
+        fig.axes[2].add_patch(Rectangle((-1, -1), 30, 30, color="white", zorder=10))
+    elif how == "panned_away":
+        fig.axes[2].set_xlim(1000, 2000)
+    elif how == "masked":
+        horizontal_map.set_data(np.ma.masked_array(horizontal_map.get_array(), mask=True))
+    elif how == "squashed":
+        fig.axes[2].set_aspect(0.001)
+    elif how == "upside_down":
+        fig.axes[2].invert_yaxis()
+    elif how == "covered_by_an_axes":
+        fig.add_axes(fig.axes[2].get_position().bounds)
+    elif how == "tiny":
+        fig.set_size_inches(0.3, 0.3)
+    elif how in ("centred_norm", "two_slope_norm_at_zero"):
+        for shown in (vertical_map, horizontal_map):
+            shown.set_norm(CenteredNorm(0.0, high) if how == "centred_norm" else TwoSlopeNorm(0.0, low, high))
+    elif how == "axis_off":
+        for ax in fig.axes:
+            ax.axis("off")
+    elif how == "RdBu_r_colours_of_your_own":
+        for shown in (vertical_map, horizontal_map):
+            shown.set_cmap(ListedColormap(plt.get_cmap("RdBu_r")(np.linspace(0, 1, 256)), name="mine"))
+    else:
+        raise ValueError(how)
+    return fig
+
+
+@pytest.mark.parametrize("how, expected", [
+    ("trousers_black", "`fig.axes[0]` draws the trousers on colour limits far from their values"),
+    ("white_map_of_your_own", "`fig.axes[1]` is drawn with a colour map of your own ('unnamed') that has the "
+                              "colours of none"),
+    ("covered_by_a_rectangle", "`fig.axes[2]`'s Axes also draws 1 patch, which can hide the image"),
+    ("panned_away", "`fig.axes[2]` shows only part of the image"),
+    ("masked", "`fig.axes[2]` has masked entries"),
+    ("squashed", "`fig.axes[2]` is stretched (set_aspect(0.001))"),
+    ("upside_down", "`fig.axes[2]` is drawn mirrored or upside down"),
+    ("covered_by_an_axes", "`fig` holds 4 Axes, but it should hold 3"),
+    ("tiny", "`fig.axes[0]` is drawn only"),
+    ("centred_norm", None),
+    ("two_slope_norm_at_zero", None),
+    ("axis_off", None),
+    ("RdBu_r_colours_of_your_own", None),
+])
+def test_q3_6_drawn_so_that_it_shows_something_else_fails_in_the_notebook_and_crossed(answers, figure_factory, how,
+                                                                                         expected):
+    """The figure in the notebook (the checks in the student's kernel) and as it crosses to the judge."""
+    x, vertical, horizontal = answers["x"], answers["vertical"], answers["horizontal"]
+    fig = _drawn_otherwise(figure_factory(x, vertical, horizontal), how)
+    crossed = _crossed(fig)
+    for where, figure in (("notebook", fig), ("crossed", crossed)):
+        if expected is None:
+            assert checks.check_q3_6(figure, x, vertical, horizontal) is None, f"{how} should pass q3_6 ({where})"
+        else:
+            actual = failure_message(checks.check_q3_6, figure, x, vertical, horizontal)
+            assert actual.startswith(expected), f"{how} ({where}): expected {expected!r}, got {actual!r}"
 
 
 def test_q3_6_axes_array_instead_of_figure_fails(answers, figure_factory):
