@@ -233,14 +233,21 @@ def _drawing(image: Any, ax: Any) -> dict:
 
 
 def _axes_drawing(ax: Any) -> dict:
-    """How ``ax`` shows its images: view limits, aspect, position in the figure (figure fraction, after the
-    aspect is applied), zorder, whether it paints a background, and what else it draws (:mod:`autograder.figures`)."""
+    """How ``ax`` shows its images: view limits, aspect, position in the figure (figure fraction, where it is
+    drawn), zorder, whether it paints a background, what else it draws, and where its inset Axes are and whether
+    they paint anything (:mod:`autograder.figures`)."""
     return _readable((("view", lambda: [float(v) for v in (*ax.get_xlim(), *ax.get_ylim())]),
                       ("aspect", lambda: "auto" if ax.get_aspect() == "auto" else float(ax.get_aspect())),
-                      ("position", lambda: [float(v) for v in ax.get_position().bounds]),
+                      ("position", lambda: _bounds(ax)),
                       ("zorder", lambda: float(ax.get_zorder())),
                       ("background", lambda: figures.draws_background(ax)),
-                      ("overlays", lambda: figures.axes_overlays(ax))))
+                      ("overlays", lambda: figures.axes_overlays(ax)),
+                      ("insets", lambda: [{"position": _bounds(child), "paints": figures.paints(child)}
+                                          for child in ax.child_axes[:MAX_AXES]])))
+
+
+def _bounds(ax: Any) -> list[float]:
+    return [float(v) for v in figures.drawn_position(ax).bounds]
 
 
 def _alpha(alpha: Any) -> float | str | None:
@@ -425,8 +432,9 @@ def _floats(value: Any, n: int) -> bool:
 
 
 def _arrange(ax: Any, ax_data: dict) -> None:
-    """Give the rebuilt ``ax`` the student's view limits, aspect, position, zorder, background and stand-ins for
-    what else it draws (:func:`_axes_drawing`); a field missing or out of range is left as rebuilt."""
+    """Give the rebuilt ``ax`` the student's view limits, aspect, position, zorder, background, stand-ins for
+    what else it draws and its insets (:func:`_axes_drawing`); a field missing or out of range is left as rebuilt."""
+    from matplotlib.axes import Axes
     _stand_ins(ax, ax_data.get("overlays"), figure=False)
     view = ax_data.get("view")
     if _floats(view, 4) and view[0] != view[1] and view[2] != view[3]:
@@ -443,6 +451,15 @@ def _arrange(ax: Any, ax_data: dict) -> None:
         ax.set_zorder(zorder)
     if ax_data.get("background") is False:
         ax.patch.set_visible(False)
+    insets = ax_data.get("insets")
+    for inset in insets[:MAX_AXES] if isinstance(insets, list) else []:
+        bounds = inset.get("position") if isinstance(inset, dict) else None
+        if _floats(bounds, 4) and bounds[2] >= 0 and bounds[3] >= 0:
+            child = Axes(ax.figure, bounds)  # placed where the student's inset is drawn, no locator
+            child.patch.set_visible(inset.get("paints") is not False)
+            if inset.get("paints") is False:
+                child.axis("off")
+            ax.add_child_axes(child)
 
 
 def _stand_ins(owner: Any, kinds: Any, figure: bool) -> None:
@@ -466,8 +483,6 @@ def _stand_ins(owner: Any, kinds: Any, figure: bool) -> None:
             owner.add_collection(PatchCollection([]), autolim=False)
         elif kind == "boxed text":
             owner.text(0, 0, "", bbox={})
-        elif kind == "inset Axes" and not figure:
-            owner.inset_axes([0, 0, 1, 1])
         else:
             stand_in = Artist()
             stand_in.set_label(kind[:40])

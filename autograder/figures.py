@@ -6,6 +6,7 @@ Hostile reviews ten to thirteen drew a graded image so that it showed something 
 limits say: under a second image, see-through, through a non-linear norm, in a grey map named "RdBu_r", upside
 down with ``invert_yaxis``, zoomed with ``set_xlim``, squashed with ``set_aspect``, rotated with ``set_transform``,
 masked, clipped, covered by a white ``Rectangle``, an inset Axes or another Axes, or drawn 0.01 inches wide.
+Inset Axes and other Axes count only where they overlap the image (a colour bar beside it is fine).
 The functions here name each of those, so that a check can refuse them.
 """
 
@@ -15,7 +16,7 @@ from typing import Any
 
 #: What may sit on an image's Axes besides the image without covering it: titles, axis labels and ticks are not
 #: artists of these lists, and plain text (no box behind it) covers nothing. Everything else does, or can.
-OVERLAY_KINDS = ("patch", "line", "collection", "table", "artist", "boxed text", "inset Axes", "legend")
+OVERLAY_KINDS = ("patch", "line", "collection", "table", "artist", "boxed text", "legend")
 #: Each kind in messages, more than one of it (the figure's own kinds too).
 PLURALS = {"patch": "patches", "line": "lines", "collection": "collections", "table": "tables", "artist": "artists",
            "boxed text": "boxed texts", "inset Axes": "inset Axes", "legend": "legends",
@@ -31,7 +32,6 @@ def axes_overlays(ax: Any) -> list[str]:
     kinds += ["table"] * len(ax.tables)
     kinds += [_labelled(a) for a in ax.artists]
     kinds += ["boxed text" for text in ax.texts if text.get_bbox_patch() is not None]
-    kinds += ["inset Axes"] * len(getattr(ax, "child_axes", []))
     if ax.get_legend() is not None:
         kinds.append("legend")
     return kinds
@@ -85,21 +85,41 @@ def draws_background(ax: Any) -> bool:
                 and ax.patch.get_facecolor()[3] > 0)
 
 
+def paints(ax: Any) -> bool:
+    """Whether ``ax`` draws anything that hides what is under it: a background, images, or other artists."""
+    return bool(ax.get_visible() and (draws_background(ax) or ax.images or axes_overlays(ax)))
+
+
+def drawn_position(ax: Any) -> Any:
+    """Where ``ax`` is drawn (a ``Bbox`` in figure fraction): its position with its aspect applied and, for an
+    Axes placed by a locator (an inset, ``make_axes_locatable``'s colour bars), where the locator puts it, which
+    ``get_position`` tells only after a draw."""
+    locator = ax.get_axes_locator()
+    if locator is not None:
+        canvas = ax.figure.canvas
+        renderer = canvas.get_renderer() if hasattr(canvas, "get_renderer") else ax.figure._get_renderer()
+        ax.apply_aspect(locator(ax, renderer))
+    return ax.get_position()
+
+
 def covering_axes(ax: Any) -> list[Any]:
-    """The other Axes of ``ax``'s figure drawn over more than 5 % of ``ax`` (a higher zorder, or the same and
-    later in ``fig.axes``) that paint something there: a background, images, or other artists."""
+    """The Axes drawn over more than 5 % of ``ax`` that paint something there (:func:`paints`): the other Axes
+    of its figure drawn after it (a higher zorder, or the same and later in ``fig.axes``) and the inset Axes of
+    ``ax`` and of those."""
     fig = ax.figure
     order = list(fig.axes)
     mine = (ax.get_zorder(), order.index(ax) if ax in order else -1)
-    box = ax.get_position()
+    above = list(ax.child_axes)
+    for index, other in enumerate(order):
+        if other is not ax and (other.get_zorder(), index) > mine:
+            above += [other, *other.child_axes]
+    box = drawn_position(ax)
     area = box.width * box.height
     out = []
-    for index, other in enumerate(order):
-        if other is ax or not other.get_visible() or (other.get_zorder(), index) <= mine:
+    for other in above:
+        if not paints(other):
             continue
-        if not (draws_background(other) or other.images or axes_overlays(other)):
-            continue
-        theirs = other.get_position()
+        theirs = drawn_position(other)
         width = min(box.x1, theirs.x1) - max(box.x0, theirs.x0)
         height = min(box.y1, theirs.y1) - max(box.y0, theirs.y0)
         if width > 0 and height > 0 and width * height > 0.05 * area:

@@ -126,7 +126,7 @@ def expect_plain_image(where: str, ax: Any, image: Any) -> str:
     if extra:
         raise CheckFailure(f"the figure holding {where} draws {_kinds(extra)} over its Axes, which can hide the "
                            "images: draw nothing on the figure itself (fig.suptitle and fig.text are fine).")
-    box = ax.get_position()
+    box = figures.drawn_position(ax)
     inches = (box.width * ax.figure.get_figwidth(), box.height * ax.figure.get_figheight())
     if min(inches) < MIN_IMAGE_INCHES:
         raise CheckFailure(f"{where} is drawn only {inches[0]:.2g} by {inches[1]:.2g} inches: draw it at least "

@@ -635,6 +635,14 @@ def _from_list(name: str, colours: list[str]):
     return LinearSegmentedColormap.from_list(name, colours)
 
 
+def _located_colour_bar(ax, shown, row):
+    """A colour bar beside the template, placed by ``make_axes_locatable`` (whose Axes ``get_position`` puts on
+    the template until a draw)."""
+    from mpl_toolkits.axes_grid1 import make_axes_locatable
+
+    ax.figure.colorbar(shown, cax=make_axes_locatable(ax).append_axes("right", size="5%", pad=0.05))
+
+
 def _rotation(ax):
     from matplotlib.transforms import Affine2D
 
@@ -726,7 +734,10 @@ TEMPLATE_FIGURES = {
     "wide_white_line_over": ({"after": lambda ax, shown, row: ax.plot([0, 27], [14, 14], lw=1000, color="w")},
                              "`fig_templates`' image 0's Axes also draws 1 line"),
     "inset_axes_over": ({"after": lambda ax, shown, row: ax.inset_axes([0, 0, 1, 1])},
-                        "`fig_templates`' image 0's Axes also draws 1 inset Axes"),
+                        "`fig_templates`' image 0 is covered by 1 other Axes drawn over it"),
+    "inset_colour_bar_beside": ({"after": lambda ax, shown, row: ax.figure.colorbar(
+        shown, cax=ax.inset_axes([1.05, 0.0, 0.05, 1.0]))}, None),
+    "located_colour_bar_beside": ({"after": _located_colour_bar}, None),
     "axes_over": ({"after": lambda ax, shown, row: ax.figure.add_axes(ax.get_position().bounds)},
                   "`fig_templates`' image 0 is covered by 1 other Axes drawn over it"),
     "figure_rectangle_over": ({"after": lambda ax, shown, row: ax.figure.add_artist(_white_square(ax.figure))},
