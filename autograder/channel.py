@@ -195,7 +195,8 @@ def _encode_figure(value: Any) -> dict | None:
                            "cmap": image.get_cmap().name, **_drawing(image, ax)})
         axes.append({"images": images, "title": ax.get_title(), "grid": _grid_position(ax), **_axes_drawing(ax)})
     return {KIND: "figure", "axes": axes, **_readable((("size", lambda: [float(v) for v in value.get_size_inches()]),
-                                                       ("overlays", lambda: figures.figure_overlays(value))))}
+                                                       ("overlays", lambda: figures.figure_overlays(value)),
+                                                       ("problems", lambda: figures.figure_problems(value))))}
 
 
 def _readable(reads) -> dict:
@@ -212,7 +213,8 @@ def _readable(reads) -> dict:
 def _drawing(image: Any, ax: Any) -> dict:
     """How ``image`` is drawn, beyond its array and colour limits: its colour map's colours (16 samples), its
     norm's type name and whether it is linear between the limits, origin, extent, alpha, visibility, masked
-    entries, and whether its transform and clipping are imshow's; whatever cannot be read is left out."""
+    entries, whether its transform and clipping are imshow's, the colours its own values are drawn in, and what
+    else keeps it from showing them (:mod:`autograder.figures`); whatever cannot be read is left out."""
     import numpy as np
 
     def mask():
@@ -229,7 +231,9 @@ def _drawing(image: Any, ax: Any) -> dict:
                       ("visible", lambda: bool(image.get_visible()) and bool(ax.get_visible())),
                       ("mask", mask),
                       ("own_transform", lambda: image.get_transform() is not ax.transData),
-                      ("own_clip", lambda: not figures.default_clip(image, ax))))
+                      ("own_clip", lambda: not figures.default_clip(image, ax)),
+                      ("cell_colours", lambda: torch.as_tensor(figures.cell_colours(image).copy())),
+                      ("problems", lambda: figures.image_problems(image))))
 
 
 def _axes_drawing(ax: Any) -> dict:
@@ -242,6 +246,7 @@ def _axes_drawing(ax: Any) -> dict:
                       ("zorder", lambda: float(ax.get_zorder())),
                       ("background", lambda: figures.draws_background(ax)),
                       ("overlays", lambda: figures.axes_overlays(ax)),
+                      ("problems", lambda: figures.axes_problems(ax)),
                       ("insets", lambda: [{"position": _bounds(child), "paints": figures.paints(child)}
                                           for child in ax.child_axes[:MAX_AXES]])))
 
@@ -424,7 +429,15 @@ def _rebuild_figure(value: dict):
             _draw(ax, array, image, low, high)
         _arrange(ax, ax_data)
     _stand_ins(fig, value.get("overlays"), figure=True)
+    _report_problems(fig, value.get("problems"))
     return fig
+
+
+def _report_problems(artist: Any, problems: Any) -> None:
+    """Attach what the student process found wrong with a figure, Axes or image (:mod:`autograder.figures`'s
+    sentences) to its rebuild, where the checks read it; anything but a short list of strings is left out."""
+    if isinstance(problems, list) and len(problems) <= 20 and all(isinstance(p, str) for p in problems):
+        artist.reported_problems = [p[:300] for p in problems]
 
 
 def _floats(value: Any, n: int) -> bool:
@@ -451,6 +464,7 @@ def _arrange(ax: Any, ax_data: dict) -> None:
         ax.set_zorder(zorder)
     if ax_data.get("background") is False:
         ax.patch.set_visible(False)
+    _report_problems(ax, ax_data.get("problems"))
     insets = ax_data.get("insets")
     for inset in insets[:MAX_AXES] if isinstance(insets, list) else []:
         bounds = inset.get("position") if isinstance(inset, dict) else None
@@ -528,6 +542,11 @@ def _draw(ax: Any, array: torch.Tensor, image: dict, low: float | None, high: fl
         shown.set_clip_path(Circle((0.5, 0.5), 0.5, transform=ax.transAxes))
     if image.get("visible") is False:
         shown.set_visible(False)
+    colours = image.get("cell_colours")
+    if (isinstance(colours, torch.Tensor) and colours.dtype == torch.uint8 and colours.dim() == 3
+            and tuple(colours.shape) == (*array.shape[:2], 4)):
+        shown.reported_cell_colours = colours.numpy()
+    _report_problems(shown, image.get("problems"))
 
 
 def _squared(self: Any, value: Any, clip: Any = None) -> Any:

@@ -57,16 +57,113 @@ def _labelled(artist: Any) -> str:
 
 
 def norm_is_linear(image: Any) -> bool:
-    """Whether ``image``'s norm maps its colour limits' range linearly onto [0, 1] (nine points, within 1e-6):
-    ``Normalize``, and ``CenteredNorm`` or ``TwoSlopeNorm`` centred between the limits, are; ``LogNorm``, a
-    ``TwoSlopeNorm`` centred elsewhere, ``BoundaryNorm`` are not. Limits that are not finite and increasing are not."""
+    """Whether ``image``'s norm maps its colour limits' range linearly onto [0, 1] (at 34 points, nine of them
+    evenly spaced and 25 off that grid, within 1e-6): ``Normalize``, and ``CenteredNorm`` or ``TwoSlopeNorm``
+    centred between the limits, are; ``LogNorm``, a ``TwoSlopeNorm`` centred elsewhere, ``BoundaryNorm`` are
+    not. Limits that are not finite and increasing are not. (The colours an image's own values get are checked
+    apart, :func:`cell_colours`.)"""
     import numpy as np
 
     low, high = (float(c) for c in image.get_clim())
     if not (np.isfinite(low) and np.isfinite(high) and high > low):
         return False
-    mapped = np.ma.filled(np.ma.asarray(image.norm(np.linspace(low, high, 9)), dtype=np.float64), np.nan)
-    return bool(np.allclose(mapped, np.linspace(0.0, 1.0, 9), rtol=0.0, atol=1e-6))
+    at = np.concatenate([np.linspace(0.0, 1.0, 9), np.linspace(0.0371, 0.9629, 25)])
+    mapped = np.ma.filled(np.ma.asarray(image.norm(low + (high - low) * at), dtype=np.float64), np.nan)
+    return bool(np.allclose(mapped, at, rtol=0.0, atol=1e-6))
+
+
+def cell_colours(image: Any) -> Any:
+    """The colours ``image``'s own values are drawn in, ``(H, W, 4)`` uint8: its norm and colour map applied,
+    with their colours for masked, too low and too high values (``to_rgba``)."""
+    import numpy as np
+
+    return np.asarray(image.to_rgba(image.get_array(), bytes=True))
+
+
+#: Sizes past which an Axes' decorations can cover its image (points): spines and tick marks drawn over its
+#: edges, grid lines across it, text on it. Matplotlib's defaults: spines 0.8, ticks 3.5 long and 0.8 wide,
+#: grid lines 0.8, text 10 to 12.
+MAX_SPINE_WIDTH, MAX_TICK_LENGTH, MAX_TICK_WIDTH, MAX_GRID_WIDTH, MAX_FONT_SIZE = 6.0, 15.0, 6.0, 4.0, 40.0
+
+#: Layout engines that only place Axes (matplotlib's own); another can move them anywhere when the figure is drawn.
+LAYOUT_ENGINES = ("ConstrainedLayoutEngine", "TightLayoutEngine", "PlaceHolderLayoutEngine")
+
+
+def image_problems(image: Any) -> list[str]:
+    """What in how ``image`` is drawn keeps it from showing its values, each as the rest of a sentence about it."""
+    problems = []
+    if image.get_agg_filter() is not None:
+        problems.append("is drawn through a filter (set_agg_filter): draw it as imshow does")
+    if image.get_animated():
+        problems.append("is animated (set_animated(True)), so a plain draw leaves it out: draw it as imshow does")
+    if image.get_filterrad() > 4.0:
+        problems.append("is blurred (set_filterrad above imshow's 4): draw it as imshow does")
+    return problems
+
+
+def _text_problem(text: Any) -> str | None:
+    if not (text.get_visible() and text.get_text()):
+        return None
+    if text.get_fontsize() > MAX_FONT_SIZE:
+        return f"text larger than {MAX_FONT_SIZE:g} points"
+    if text.get_bbox_patch() is not None:
+        return "text in a box"
+    if text.get_path_effects():
+        return "text with path effects"
+    return None
+
+
+def axes_problems(ax: Any) -> list[str]:
+    """What about ``ax`` keeps its image from showing: another projection or scale than the plain linear one,
+    a position outside the figure, a changed background patch, or decorations past their sizes above."""
+    problems = []
+    if ax.name != "rectilinear":
+        problems.append(f"is drawn on {ax.name!r} Axes: draw it on plain Axes (plt.subplots)")
+    if ax.get_xscale() != "linear" or ax.get_yscale() != "linear":
+        problems.append("is drawn on a non-linear axis scale (set_xscale or set_yscale): keep the linear one")
+    box = drawn_position(ax)
+    if box.x0 < -0.02 or box.y0 < -0.02 or box.x1 > 1.02 or box.y1 > 1.02:
+        problems.append("is placed partly or wholly outside the figure: keep its Axes on the figure")
+    patch = ax.patch
+    if hasattr(patch, "get_width") and (patch.get_x(), patch.get_y(), patch.get_width(), patch.get_height()) \
+            != (0, 0, 1, 1):
+        problems.append("has its Axes' background patch reshaped, which clips the image: leave ax.patch alone")
+    decorations = []
+    if any(spine.get_visible() and spine.get_linewidth() > MAX_SPINE_WIDTH for spine in ax.spines.values()):
+        decorations.append(f"spines wider than {MAX_SPINE_WIDTH:g} points")
+    ticks = [*ax.xaxis.get_ticklines(), *ax.yaxis.get_ticklines(),
+             *ax.xaxis.get_ticklines(minor=True), *ax.yaxis.get_ticklines(minor=True)]
+    if any(t.get_visible() and (t.get_markersize() > MAX_TICK_LENGTH or t.get_markeredgewidth() > MAX_TICK_WIDTH)
+           for t in ticks):
+        decorations.append(f"tick marks longer than {MAX_TICK_LENGTH:g} or wider than {MAX_TICK_WIDTH:g} points")
+    grid = [*ax.xaxis.get_gridlines(), *ax.yaxis.get_gridlines()]
+    if any(g.get_visible() and g.get_linewidth() > MAX_GRID_WIDTH for g in grid):
+        decorations.append(f"grid lines wider than {MAX_GRID_WIDTH:g} points")
+    texts = [ax.title, ax.xaxis.label, ax.yaxis.label, *ax.get_xticklabels(), *ax.get_yticklabels(), *ax.texts]
+    texts += [t for t in (getattr(ax, "_left_title", None), getattr(ax, "_right_title", None)) if t is not None]
+    decorations += sorted({p for p in map(_text_problem, texts) if p})
+    if any(getattr(t, "arrow_patch", None) is not None for t in ax.texts):
+        decorations.append("an annotation arrow")
+    if decorations:
+        problems.append(f"has {', '.join(decorations)} on its Axes, which can cover it: keep matplotlib's sizes")
+    return problems
+
+
+def figure_problems(fig: Any) -> list[str]:
+    """What about ``fig`` keeps its images from showing, each as the rest of a sentence about the figure."""
+    problems = []
+    if not fig.get_visible():
+        problems.append("is hidden (set_visible(False))")
+    if fig.dpi < 30:
+        problems.append(f"is drawn at {fig.dpi:g} dots per inch (matplotlib's default is 100)")
+    engine = fig.get_layout_engine()
+    if engine is not None and type(engine).__name__ not in LAYOUT_ENGINES:
+        problems.append(f"is laid out by a layout engine of its own ({type(engine).__name__}), which can move its "
+                        "Axes anywhere: use matplotlib's (layout=\"constrained\" or tight_layout)")
+    texts = sorted({p for p in map(_text_problem, fig.texts) if p})
+    if texts:
+        problems.append(f"has {', '.join(texts)} on it, which can cover its Axes")
+    return problems
 
 
 def default_clip(image: Any, ax: Any) -> bool:
@@ -86,8 +183,13 @@ def draws_background(ax: Any) -> bool:
 
 
 def paints(ax: Any) -> bool:
-    """Whether ``ax`` draws anything that hides what is under it: a background, images, or other artists."""
-    return bool(ax.get_visible() and (draws_background(ax) or ax.images or axes_overlays(ax)))
+    """Whether ``ax`` draws anything that hides what is under it: a background, images, other artists, or
+    decorations past matplotlib's sizes (:func:`axes_problems`; what the student process reported for it, on
+    the judge's rebuild)."""
+    problems = getattr(ax, "reported_problems", None)
+    if problems is None:
+        problems = axes_problems(ax)
+    return bool(ax.get_visible() and (draws_background(ax) or ax.images or axes_overlays(ax) or problems))
 
 
 def drawn_position(ax: Any) -> Any:

@@ -68,18 +68,45 @@ def is_diverging(cmap_name: Any) -> bool:
     return cmap_name.removesuffix("_r") in DIVERGING_CMAPS
 
 
-#: A colour map's colours against those of the matplotlib map it is named after: the mean absolute difference
-#: of 16 samples' RGBA channels. The same map resampled to fewer levels (``plt.get_cmap("RdBu_r", 11)``) is 0.036
-#: away, to 5 levels 0.090; a grey map named "RdBu_r" 0.29 (another diverging map, bwr, 0.092).
-CMAP_COLOUR_TOL = 0.1
+def is_diverging_map(cmap: Any) -> bool:
+    """Whether a colour map of the student's own reads as a diverging one, by its colours (64 samples): its
+    lightness (CIE L*, 0 to 1) rises to the middle and falls after it (or falls and rises: a dark middle), by at
+    least 0.25 on each side, and its two sides differ in hue (a colour at t and at 1 - t, for t of 0, 0.1, 0.2 or
+    0.3, by at least 0.3 in some RGB channel). Blue-white-red, cyan-white-magenta, blue-black-red and seaborn's
+    icefire-like maps are; grey, viridis and a black-white-black map are not."""
+    import numpy as np
+
+    colours = np.asarray(cmap(np.linspace(0.0, 1.0, 64)), dtype=np.float64)[:, :3]
+    linear = np.where(colours <= 0.04045, colours / 12.92, ((colours + 0.055) / 1.055) ** 2.4)
+    luminance = linear @ np.array([0.2126, 0.7152, 0.0722])
+    lightness = np.where(luminance > 0.008856, 1.16 * np.cbrt(luminance) - 0.16, 9.033 * luminance)  # CIE L*/100
+    first, second = np.diff(lightness[:32]), np.diff(lightness[32:])
+    light_middle = bool((first >= -0.01).all() and (second <= 0.01).all())
+    dark_middle = bool((first <= 0.01).all() and (second >= -0.01).all())
+    middle = float(lightness[31:33].mean())
+    swing = min(abs(middle - lightness[0]), abs(middle - lightness[-1]))
+    sides = max(float(np.abs(colours[k] - colours[63 - k]).max()) for k in (0, 6, 13, 19))  # t and 1 - t
+    return (light_middle or dark_middle) and swing >= 0.25 and sides >= 0.3
 
 
-def expect_plain_image(where: str, ax: Any, image: Any) -> str:
+#: An image's colours (its own values through its norm and map) against a matplotlib map's on the same values:
+#: the mean absolute difference of their RGB channels. Measured on 16 templates at the row's own limit: the same
+#: map resampled to 11 levels (``plt.get_cmap("RdBu_r", 11)``) is 0.049 away, coolwarm from RdBu_r 0.105, a
+#: white map from the nearest (Pastel1) 0.14, a grey map named "RdBu_r" 0.38.
+CMAP_COLOUR_TOL = 0.08
+#: ...and at most this share of the values (1 %) drawn more than this far (in one RGB channel) from the map's
+#: colour: 11 levels are at most 0.27 off anywhere, 5 levels more than 0.35 on 12 % of them; a map black above
+#: the limit, or white between its sample points, is 0.5 or more off wherever that shows.
+CELL_COLOUR_TOL, CELL_COLOUR_SHARE = 0.35, 0.01
+
+
+def expect_plain_image(where: str, ax: Any, image: Any) -> str | None:
     """Fail unless ``image`` is the only image of ``ax`` and is drawn as it is: visible, opaque, whole, on a
     linear colour scale between its limits (imshow's ``vmin`` and ``vmax``), upright, unstretched, uncovered, at
-    least :data:`MIN_IMAGE_INCHES` on each side, in the colours of one of matplotlib's colour maps. Returns the
-    name of that map (the one it is named after, or for a map of the student's own, the registered map whose
-    colours it has).
+    least :data:`MIN_IMAGE_INCHES` on each side, in the colours of one of matplotlib's colour maps or of a map of
+    the student's own that tells its values apart. Returns the name of the matplotlib map (the one it is named
+    after, or for a map of the student's own, the registered map whose colours it has), or ``None`` for a map of
+    the student's own like none of them.
 
     ``where`` names the image in messages ("`fig.axes[1]`"). Hostile reviews ten to thirteen drew a template
     under a second image, upside down, transparent, with a ``TwoSlopeNorm`` centred off zero, with a grey map
@@ -113,6 +140,10 @@ def expect_plain_image(where: str, ax: Any, image: Any) -> str:
         raise CheckFailure(f"{where} is drawn through a transform of its own (set_transform): draw it as imshow does.")
     if not figures.default_clip(image, ax):
         raise CheckFailure(f"{where} is clipped to a shape of its own (set_clip_path or set_clip_box): draw it whole.")
+    for problem in _problems(image, figures.image_problems) + _problems(ax, figures.axes_problems):
+        raise CheckFailure(f"{where} {problem}.")
+    for problem in _problems(ax.figure, figures.figure_problems):
+        raise CheckFailure(f"the figure holding {where} {problem}.")
     _expect_whole_view(where, ax, width, height)
     extra = figures.axes_overlays(ax)
     if extra:
@@ -131,7 +162,13 @@ def expect_plain_image(where: str, ax: Any, image: Any) -> str:
     if min(inches) < MIN_IMAGE_INCHES:
         raise CheckFailure(f"{where} is drawn only {inches[0]:.2g} by {inches[1]:.2g} inches: draw it at least "
                            f"{MIN_IMAGE_INCHES} inches on each side (the figure's default size is fine).")
-    return _colour_map_name(where, image.get_cmap())
+    return _colour_map_name(where, image)
+
+
+def _problems(artist: Any, find: Callable[[Any], list[str]]) -> list[str]:
+    """What the student process reported wrong with ``artist`` (on the judge's rebuild), else what ``find`` finds."""
+    reported = getattr(artist, "reported_problems", None)
+    return list(reported) if isinstance(reported, list) else find(artist)
 
 
 #: An image drawn smaller than this (inches, on each side of its Axes' box) shows nothing: a 4 by 4 grid of
@@ -155,7 +192,8 @@ def _expect_whole_view(where: str, ax: Any, width: int, height: int) -> None:
                            "orientation, row 0 at the top, column 0 on the left.")
     slack = 1e-6 * max(width, height, 1)
     if x0 > -0.5 + slack or x1 < width - 0.5 - slack or y1 > -0.5 + slack or y0 < height - 0.5 - slack:
-        raise CheckFailure(f"{where} shows only part of the image (set_xlim or set_ylim): show it whole.")
+        raise CheckFailure(f"{where} shows only part of the image (set_xlim or set_ylim, or sharex or sharey with "
+                           "a smaller image): show it whole.")
     if x1 - x0 > 2 * width or y0 - y1 > 2 * height:
         raise CheckFailure(f"{where} fills less than half of its Axes (view limits far wider than the image): keep "
                            "imshow's limits.")
@@ -164,28 +202,72 @@ def _expect_whole_view(where: str, ax: Any, width: int, height: int) -> None:
         raise CheckFailure(f"{where} is stretched (set_aspect({float(aspect):g})): keep imshow's aspect, or 'auto'.")
 
 
-def _colour_map_name(where: str, cmap: Any) -> str:
-    """The registered colour map whose colours ``cmap`` has: the one it is named after, else the nearest."""
+def _colour_map_name(where: str, image: Any) -> str | None:
+    """The registered colour map whose colours ``image``'s own values are drawn in (through its norm, with its
+    colours for too low and too high values): the one its map is named after (or that map in 2 to 32 levels,
+    ``plt.get_cmap(name, levels)``), else the nearest within :data:`CMAP_COLOUR_TOL`; ``None`` for a map of the
+    student's own that is none of them but tells the image's values apart (:func:`_expect_values_told_apart`).
+
+    A twelfth and a thirteenth hostile review drew a grey map named "RdBu_r", a white map of their own, and maps
+    right at 16 sample points but white between them, or black above the limit.
+    """
     import matplotlib
     import numpy as np
+    from matplotlib.colors import Normalize
 
-    samples = np.linspace(0.0, 1.0, 16)
-    colours = np.asarray(cmap(samples))
+    from autograder import figures
 
-    def distance(name: str) -> float:
-        return float(np.abs(np.asarray(matplotlib.colormaps[name](samples)) - colours).mean())
+    cmap = image.get_cmap()
+    actual = getattr(image, "reported_cell_colours", None)
+    actual = np.asarray(figures.cell_colours(image) if actual is None else actual, dtype=np.float64) / 255.0
+    data = np.asarray(np.ma.getdata(image.get_array()), dtype=np.float64)
+    if data.ndim != 2 or actual.shape != (*data.shape, 4):
+        raise CheckFailure(f"{where}'s colours could not be read: draw a 2-D array with imshow.")
+    low, high = (float(c) for c in image.get_clim())
+    scaled = np.asarray(Normalize(low, high)(data), dtype=np.float64)
+
+    def off(colour_map: Any) -> tuple[float, float]:
+        """Mean absolute difference of the RGB channels, and the share of values drawn clearly otherwise."""
+        difference = np.abs(np.asarray(colour_map(scaled))[..., :3] - actual[..., :3])
+        return float(difference.mean()), float((difference.max(axis=-1) > CELL_COLOUR_TOL).mean())
+
+    def fits(colour_map: Any) -> bool:
+        mean, share = off(colour_map)
+        return mean <= CMAP_COLOUR_TOL and share <= CELL_COLOUR_SHARE
 
     if cmap.name in matplotlib.colormaps:
-        if distance(cmap.name) > CMAP_COLOUR_TOL:
+        named = matplotlib.colormaps[cmap.name]
+        if not any(fits(m) for m in (named, *(named.resampled(levels) for levels in range(2, 33)))):
             raise CheckFailure(f"{where} is drawn with a colour map named {cmap.name!r} whose colours are not "
-                               f"{cmap.name}'s: pass cmap=\"{cmap.name}\" (matplotlib's own).")
+                               f"{cmap.name}'s: pass cmap=\"{cmap.name}\" (matplotlib's own), with no colours of "
+                               "your own for values outside the limits.")
         return cmap.name
-    nearest = min(matplotlib.colormaps, key=distance)
-    if distance(nearest) > CMAP_COLOUR_TOL:
-        raise CheckFailure(f"{where} is drawn with a colour map of your own ({str(cmap.name)[:40]!r}) that has "
-                           "the colours of none of matplotlib's: pass one of matplotlib's by name, e.g. "
-                           "cmap=\"gray\".")
-    return nearest
+    nearest = min(matplotlib.colormaps, key=lambda name: off(matplotlib.colormaps[name])[0])
+    if fits(matplotlib.colormaps[nearest]):
+        return nearest
+    _expect_values_told_apart(where, scaled, actual)
+    return None
+
+
+def _expect_values_told_apart(where: str, scaled: Any, colours: Any) -> None:
+    """A colour map of the student's own must draw the image's low and high values in different colours: the
+    tenth of its values lowest on the colour scale against the tenth highest, paired in order, where they are at
+    least 0.2 of the scale apart, differ by more than 0.15 in some RGB channel in 90 % of the pairs (a white map
+    of one's own, or one white between a few colours, does not)."""
+    import numpy as np
+
+    values = np.clip(scaled.ravel(), 0.0, 1.0)
+    order = np.argsort(values, kind="stable")
+    k = max(1, len(values) // 10)
+    low, high = order[:k], order[::-1][:k]
+    apart = values[high] - values[low] >= 0.2
+    if not apart.any():
+        return
+    flat = colours.reshape(-1, 4)[:, :3]
+    told = np.abs(flat[high] - flat[low]).max(axis=-1) > 0.15
+    if told[apart].mean() < 0.9:
+        raise CheckFailure(f"{where} is drawn with a colour map of your own that draws its low and high values "
+                           "alike: pass one of matplotlib's by name, e.g. cmap=\"gray\".")
 
 
 def relative_distance(actual: Any, expected: Any) -> float:

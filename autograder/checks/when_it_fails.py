@@ -108,6 +108,7 @@ from autograder.checks import (
     expect_tensor,
     expect_type,
     is_diverging,
+    is_diverging_map,
     once,
     quoted,
     relative_distance,
@@ -916,6 +917,7 @@ def check_q5(weight_for_permuted, P, W1_perm, same_outputs, net_weights, pixel_p
 
 def check_q6(fig_templates, net_weights) -> None:
     """Figure 6.2: 16 first-layer rows as 28 by 28 images, each on a colour scale centred on zero."""
+    import matplotlib
     from matplotlib.figure import Figure
 
     expect_type("fig_templates", fig_templates, Figure, what="a matplotlib Figure (fig, axes = plt.subplots(4, 4))")
@@ -939,9 +941,10 @@ def check_q6(fig_templates, net_weights) -> None:
                                "row i in axes.flat[i].")
     for i, (ax, image) in enumerate(zip(drawn, shown)):
         colours = expect_plain_image(f"`fig_templates`' image {i}", ax, image)
-        if not is_diverging(colours):
+        own = image.get_cmap().name not in matplotlib.colormaps  # a map of the student's own: by its colours
+        if not (is_diverging(colours) or (own and is_diverging_map(image.get_cmap()))):
             named = str(image.get_cmap().name)[:40]
-            like = "" if colours == named else f" (the colours of {colours!r})"
+            like = "" if colours in (named, None) else f" (the colours of {colours!r})"
             raise CheckFailure(f"`fig_templates`' image {i} is drawn with the colour map {named!r}{like}, which is "
                                "not a diverging one: positive and negative weights must read alike, e.g. "
                                "cmap=\"RdBu_r\".")

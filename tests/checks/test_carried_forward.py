@@ -635,6 +635,55 @@ def _from_list(name: str, colours: list[str]):
     return LinearSegmentedColormap.from_list(name, colours)
 
 
+def _white_between_samples(name: str):
+    """``name``'s colours at the 16 points a colour map used to be compared at, white everywhere else."""
+    import matplotlib
+    from matplotlib.colors import ListedColormap
+
+    colours = np.ones((256, 4))
+    for index in {int(v) for v in np.linspace(0, 1, 16) * 255} | {min(int(v), 255) for v in np.linspace(0, 1, 16) * 256}:
+        colours[index] = matplotlib.colormaps[name](index / 255)
+    return ListedColormap(colours, name=name)
+
+
+def _linear_at_nine_points(low: float, high: float):
+    """A norm that is linear at the nine points a norm used to be tried at, and maps everything else to the middle."""
+    from matplotlib.colors import FuncNorm
+
+    def forward(x):
+        x = np.asarray(x, dtype=float)
+        t = (x - low) / (high - low)
+        return np.where(np.isclose(t * 8, np.round(t * 8), rtol=0, atol=1e-12), x, (low + high) / 2 + 0 * x)
+
+    return FuncNorm((forward, lambda y: y), vmin=low, vmax=high)
+
+
+def _black_above_a_low_limit(ax, shown, row):
+    """Half the limit, with the map's colour above it black: most strong weights drawn black."""
+    import matplotlib
+
+    low, high = shown.get_clim()
+    shown.set_cmap(matplotlib.colormaps["coolwarm"].with_extremes(over="black"))
+    shown.set_clim(low / 2, high / 2)
+
+
+class _Mover:
+    """A layout engine that moves every Axes off the figure when it is drawn."""
+
+    def __new__(cls):
+        from matplotlib.layout_engine import LayoutEngine
+
+        class Mover(LayoutEngine):
+            _adjust_compatible = True
+            _colorbar_gridspec = False
+
+            def execute(self, fig):
+                for ax in fig.axes:
+                    ax.set_position([3, 3, 0.2, 0.2])
+
+        return Mover()
+
+
 def _located_colour_bar(ax, shown, row):
     """A colour bar beside the template, placed by ``make_axes_locatable`` (whose Axes ``get_position`` puts on
     the template until a draw)."""
@@ -713,7 +762,8 @@ TEMPLATE_FIGURES = {
     "grey_of_your_own": ({"cmap": _from_list("mine", ["black", "white"])},
                          "`fig_templates`' image 0 is drawn with the colour map 'mine' (the colours of '"),
     "white_map_of_your_own": ({"cmap": _from_list("blank", ["white", "white"])},
-                              "`fig_templates`' image 0 is drawn with a colour map of your own ('blank')"),
+                              "`fig_templates`' image 0 is drawn with a colour map of your own that draws its low and "
+                              "high values alike"),
     "upside_down_axes": ({"after": lambda ax, shown, row: ax.invert_yaxis()},
                          "`fig_templates`' image 0 is drawn mirrored or upside down"),
     "mirrored_axes": ({"after": lambda ax, shown, row: ax.invert_xaxis()},
@@ -746,6 +796,55 @@ TEMPLATE_FIGURES = {
                       "the figure holding `fig_templates`' image 0 draws 16 images (figimage) over its Axes"),
     "tiny": ({"after": lambda ax, shown, row: ax.figure.set_size_inches(0.5, 0.5)},
              "`fig_templates`' image 0 is drawn only"),
+    # the fourteenth's: colours right at the map's sample points only, or beyond the limits; decorations grown
+    # over the image; filters, scales, positions and layouts that move or hide it when the figure is drawn
+    "white_between_samples": ({"after": lambda ax, shown, row: shown.set_cmap(_white_between_samples("coolwarm"))},
+                              "`fig_templates`' image 0 is drawn with a colour map named 'coolwarm' whose colours"),
+    "linear_at_nine_points": ({"after": lambda ax, shown, row: shown.set_norm(_linear_at_nine_points(*shown.get_clim()))},
+                              "`fig_templates`' image 0 is drawn with FuncNorm, not a linear colour scale"),
+    "black_above_the_limit": ({"after": _black_above_a_low_limit},
+                              "`fig_templates`' image 0 is drawn with a colour map named 'coolwarm' whose colours"),
+    "RdBu_r_in_5_levels": ({"cmap": _resampled("RdBu_r", 5)}, None),
+    "blue_black_red_of_your_own": ({"cmap": _from_list("div", ["blue", "black", "red"])}, None),
+    "cyan_white_magenta_of_your_own": ({"cmap": _from_list("div", ["darkcyan", "white", "darkmagenta"])}, None),
+    "icefire_of_your_own": ({"cmap": _from_list("icefire", ["#bde7db", "#3d7fbb", "#1f1e1e", "#c83f2d", "#f4e3c0"])},
+                            None),
+    "grid_lines_and_suptitle": ({"after": lambda ax, shown, row: (ax.grid(True), ax.figure.suptitle("templates"))},
+                                None),
+    "agg_filter": ({"after": lambda ax, shown, row: shown.set_agg_filter(lambda a, dpi: (np.ones_like(a), 0, 0))},
+                   "`fig_templates`' image 0 is drawn through a filter"),
+    "animated": ({"after": lambda ax, shown, row: shown.set_animated(True)}, "`fig_templates`' image 0 is animated"),
+    "blurred": ({"after": lambda ax, shown, row: (shown.set_interpolation("sinc"), shown.set_filterrad(60))},
+                "`fig_templates`' image 0 is blurred"),
+    "log_scale": ({"after": lambda ax, shown, row: ax.set_yscale("symlog", linthresh=0.01)},
+                  "`fig_templates`' image 0 is drawn on a non-linear axis scale"),
+    "off_the_figure": ({"after": lambda ax, shown, row: ax.set_position([1.5, 1.5, 0.25, 0.8])},
+                       "`fig_templates`' image 0 is placed partly or wholly outside the figure"),
+    "narrow_background_patch": ({"after": lambda ax, shown, row: ax.patch.set_width(0.02)},
+                                "`fig_templates`' image 0 has its Axes' background patch reshaped"),
+    "thick_spines": ({"after": lambda ax, shown, row: [sp.set_linewidth(2000) for sp in ax.spines.values()]},
+                     "`fig_templates`' image 0 has spines wider than 6 points on its Axes"),
+    "long_ticks_inward": ({"after": lambda ax, shown, row: ax.tick_params(direction="in", length=1000, width=60)},
+                          "`fig_templates`' image 0 has tick marks longer than 15"),
+    "thick_grid_lines": ({"after": lambda ax, shown, row: ax.grid(True, lw=40, color="w")},
+                         "`fig_templates`' image 0 has grid lines wider than 4 points"),
+    "block_of_text": ({"after": lambda ax, shown, row: ax.text(0.5, 0.5, "\u2588", fontsize=400, color="w",
+                                                               transform=ax.transAxes)},
+                      "`fig_templates`' image 0 has text larger than 40 points on its Axes"),
+    "boxed_title_moved_over": ({"after": lambda ax, shown, row: ax.set_title("x", y=0.2, bbox={"fc": "w"})},
+                               "`fig_templates`' image 0 has text in a box on its Axes"),
+    "annotation_arrow": ({"after": lambda ax, shown, row: ax.annotate("", xy=(13.5, -1), xytext=(13.5, 29),
+                                                                      arrowprops={"arrowstyle": "-", "lw": 600})},
+                         "`fig_templates`' image 0 has an annotation arrow on its Axes"),
+    "twin_axes_with_thick_spines": ({"after": lambda ax, shown, row: [sp.set_linewidth(2000) for sp in
+                                                                      ax.twinx().spines.values()]},
+                                    "`fig_templates`' image 0 "),  # twinx also moves the view: failing is enough
+    "two_dots_per_inch": ({"after": lambda ax, shown, row: ax.figure.set_dpi(2)},
+                          "the figure holding `fig_templates`' image 0 is drawn at 2 dots per inch"),
+    "layout_engine_of_its_own": ({"after": lambda ax, shown, row: ax.figure.set_layout_engine(_Mover())},
+                                 "the figure holding `fig_templates`' image 0 is laid out by a layout engine of its"),
+    "figure_text_block": ({"after": lambda ax, shown, row: ax.figure.text(0.5, 0.5, "\u2588", fontsize=600)},
+                          "the figure holding `fig_templates`' image 0 has text larger than 40 points on it"),
 }
 
 

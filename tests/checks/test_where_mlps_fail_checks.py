@@ -700,6 +700,9 @@ def _drawn_otherwise(fig, how: str):
     low, high = vertical_map.get_clim()
     if how == "trousers_black":
         trousers.set_clim(5, 6)
+    elif how == "trousers_black_above_half":
+        trousers.set_cmap(plt.get_cmap("gray").with_extremes(over="black"))
+        trousers.set_clim(0, 0.5)
     elif how == "white_map_of_your_own":
         vertical_map.set_cmap(ListedColormap(["white"]))
     elif how == "covered_by_a_rectangle":
@@ -732,8 +735,9 @@ def _drawn_otherwise(fig, how: str):
 
 @pytest.mark.parametrize("how, expected", [
     ("trousers_black", "`fig.axes[0]` draws the trousers on colour limits far from their values"),
-    ("white_map_of_your_own", "`fig.axes[1]` is drawn with a colour map of your own ('unnamed') that has the "
-                              "colours of none"),
+    ("trousers_black_above_half", "`fig.axes[0]` is drawn with a colour map named 'gray' whose colours are not"),
+    ("white_map_of_your_own", "`fig.axes[1]` is drawn with a colour map of your own that draws its low and high "
+                              "values alike"),
     ("covered_by_a_rectangle", "`fig.axes[2]`'s Axes also draws 1 patch, which can hide the image"),
     ("panned_away", "`fig.axes[2]` shows only part of the image"),
     ("masked", "`fig.axes[2]` has masked entries"),
