@@ -185,6 +185,10 @@ def _encode_figure(value: Any) -> dict | None:
         return None
     if not isinstance(value, Figure):
         return None
+    try:
+        figures.settle(value)
+    except Exception:  # noqa: BLE001 - a student's figure may be anything
+        pass
     axes = []
     for ax in value.axes:
         images = []

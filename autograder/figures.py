@@ -85,6 +85,9 @@ def cell_colours(image: Any) -> Any:
 #: grid lines 0.8, text 10 to 12.
 MAX_SPINE_WIDTH, MAX_TICK_LENGTH, MAX_TICK_WIDTH, MAX_GRID_WIDTH, MAX_FONT_SIZE = 6.0, 15.0, 6.0, 4.0, 40.0
 
+#: An image's Axes may have at most this share of its area under text (a short label in a corner is fine).
+MAX_TEXT_OVER = 0.05
+
 #: Layout engines that only place Axes (matplotlib's own); another can move them anywhere when the figure is drawn.
 LAYOUT_ENGINES = ("ConstrainedLayoutEngine", "TightLayoutEngine", "PlaceHolderLayoutEngine")
 
@@ -146,6 +149,9 @@ def axes_problems(ax: Any) -> list[str]:
         decorations.append("an annotation arrow")
     if decorations:
         problems.append(f"has {', '.join(decorations)} on its Axes, which can cover it: keep matplotlib's sizes")
+    if ax.images and text_over(ax) > MAX_TEXT_OVER:
+        problems.append("has text drawn over it (a title of the figure, fig.text, ax.text, or its title moved "
+                        "down): keep text off the image")
     return problems
 
 
@@ -198,14 +204,51 @@ def drawn_position(ax: Any) -> Any:
     ``get_position`` tells only after a draw."""
     locator = ax.get_axes_locator()
     if locator is not None:
-        canvas = ax.figure.canvas
-        renderer = canvas.get_renderer() if hasattr(canvas, "get_renderer") else ax.figure._get_renderer()
-        ax.apply_aspect(locator(ax, renderer))
+        ax.apply_aspect(locator(ax, _renderer(ax.figure)))
     return ax.get_position()
 
 
+def _renderer(fig: Any) -> Any:
+    """A renderer that measures (text extents, locators) without drawing."""
+    canvas = fig.canvas
+    return canvas.get_renderer() if hasattr(canvas, "get_renderer") else fig._get_renderer()
+
+
+def text_over(ax: Any) -> float:
+    """The share of ``ax``'s area under text placed over it: the figure's texts (``suptitle``, ``fig.text``),
+    the Axes' own (``ax.text``, ``annotate``) and its title when moved down into it (titles, axis labels and tick
+    labels otherwise sit outside the Axes)."""
+    renderer = _renderer(ax.figure)
+    texts = [*ax.figure.texts, *ax.texts]
+    if ax.title.get_position()[1] < 1.0:
+        texts.append(ax.title)
+    box = ax.get_window_extent(renderer)
+    covered = 0.0
+    for text in texts:
+        if not (text.get_visible() and text.get_text()):
+            continue
+        extent = text.get_window_extent(renderer)
+        width = min(box.x1, extent.x1) - max(box.x0, extent.x0)
+        height = min(box.y1, extent.y1) - max(box.y0, extent.y0)
+        covered += max(width, 0.0) * max(height, 0.0)
+    return covered / max(box.width * box.height, 1e-9)
+
+
+def settle(fig: Any) -> None:
+    """Lay ``fig`` out as drawing it would first: run its layout engine when it is one of matplotlib's (a
+    constrained layout shrinks the Axes under a title of forty lines only then). Done once per figure."""
+    engine = fig.get_layout_engine()
+    if engine is None or getattr(fig, "_settled_by_the_grader", False) or type(engine).__name__ not in LAYOUT_ENGINES:
+        return
+    fig._settled_by_the_grader = True
+    try:
+        engine.execute(fig)
+    except Exception:  # noqa: BLE001 - a figure matplotlib cannot lay out is read as it stands
+        pass
+
+
 def covering_axes(ax: Any) -> list[Any]:
-    """The Axes drawn over more than 5 % of ``ax`` that paint something there (:func:`paints`): the other Axes
+    """The Axes drawn over more than 1 % of ``ax`` that paint something there (:func:`paints`): the other Axes
     of its figure drawn after it (a higher zorder, or the same and later in ``fig.axes``) and the inset Axes of
     ``ax`` and of those."""
     fig = ax.figure
@@ -224,6 +267,6 @@ def covering_axes(ax: Any) -> list[Any]:
         theirs = drawn_position(other)
         width = min(box.x1, theirs.x1) - max(box.x0, theirs.x0)
         height = min(box.y1, theirs.y1) - max(box.y0, theirs.y0)
-        if width > 0 and height > 0 and width * height > 0.05 * area:
+        if width > 0 and height > 0 and width * height > 0.01 * area:
             out.append(other)
     return out

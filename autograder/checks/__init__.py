@@ -118,6 +118,7 @@ def expect_plain_image(where: str, ax: Any, image: Any) -> str | None:
 
     from autograder import figures
 
+    figures.settle(ax.figure)
     if len(ax.images) != 1:
         raise CheckFailure(f"{where} holds {len(ax.images)} images: draw one (an image drawn over another hides it).")
     if not (image.get_visible() and ax.get_visible()):

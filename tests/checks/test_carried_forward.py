@@ -684,6 +684,13 @@ class _Mover:
         return Mover()
 
 
+def _colour_bar_moved_over(ax, shown, row):
+    """A colour bar (5 % of the template's width) moved onto the template's left edge, above it."""
+    bar = ax.figure.colorbar(shown, ax=ax)
+    bar.ax.set_position(ax.get_position().bounds)
+    bar.ax.set_zorder(5)
+
+
 def _located_colour_bar(ax, shown, row):
     """A colour bar beside the template, placed by ``make_axes_locatable`` (whose Axes ``get_position`` puts on
     the template until a draw)."""
@@ -843,6 +850,12 @@ TEMPLATE_FIGURES = {
                           "the figure holding `fig_templates`' image 0 is drawn at 2 dots per inch"),
     "layout_engine_of_its_own": ({"after": lambda ax, shown, row: ax.figure.set_layout_engine(_Mover())},
                                  "the figure holding `fig_templates`' image 0 is laid out by a layout engine of its"),
+    "colour_bar_moved_over": ({"after": _colour_bar_moved_over},
+                              "`fig_templates`' image 0 is covered by 1 other Axes drawn over it"),
+    "title_of_forty_lines": ({"after": lambda ax, shown, row: (ax.figure.set_layout_engine("constrained"),
+                                                              ax.figure.suptitle(("a" * 40 + "\n") * 40, fontsize=30))},
+                             "`fig_templates`' image 0 has text drawn over it"),
+    "small_label_in_a_corner": ({"after": lambda ax, shown, row: ax.text(1, 3, "w", fontsize=7)}, None),
     "figure_text_block": ({"after": lambda ax, shown, row: ax.figure.text(0.5, 0.5, "\u2588", fontsize=600)},
                           "the figure holding `fig_templates`' image 0 has text larger than 40 points on it"),
 }
