@@ -141,10 +141,6 @@ def expect_plain_image(where: str, ax: Any, image: Any) -> str | None:
         raise CheckFailure(f"{where} is drawn through a transform of its own (set_transform): draw it as imshow does.")
     if not figures.default_clip(image, ax):
         raise CheckFailure(f"{where} is clipped to a shape of its own (set_clip_path or set_clip_box): draw it whole.")
-    for problem in _problems(image, figures.image_problems) + _problems(ax, figures.axes_problems):
-        raise CheckFailure(f"{where} {problem}.")
-    for problem in _problems(ax.figure, figures.figure_problems):
-        raise CheckFailure(f"the figure holding {where} {problem}.")
     _expect_whole_view(where, ax, width, height)
     extra = figures.axes_overlays(ax)
     if extra:
@@ -163,6 +159,10 @@ def expect_plain_image(where: str, ax: Any, image: Any) -> str | None:
     if min(inches) < MIN_IMAGE_INCHES:
         raise CheckFailure(f"{where} is drawn only {inches[0]:.2g} by {inches[1]:.2g} inches: draw it at least "
                            f"{MIN_IMAGE_INCHES} inches on each side (the figure's default size is fine).")
+    for problem in _problems(image, figures.image_problems) + _problems(ax, figures.axes_problems):
+        raise CheckFailure(f"{where} {problem}.")
+    for problem in _problems(ax.figure, figures.figure_problems):
+        raise CheckFailure(f"the figure holding {where} {problem}.")
     return _colour_map_name(where, image)
 
 
@@ -198,9 +198,16 @@ def _expect_whole_view(where: str, ax: Any, width: int, height: int) -> None:
     if x1 - x0 > 2 * width or y0 - y1 > 2 * height:
         raise CheckFailure(f"{where} fills less than half of its Axes (view limits far wider than the image): keep "
                            "imshow's limits.")
-    aspect = ax.get_aspect()
-    if aspect != "auto" and not 0.25 <= float(aspect) <= 4.0:
-        raise CheckFailure(f"{where} is stretched (set_aspect({float(aspect):g})): keep imshow's aspect, or 'auto'.")
+    # the pixels as drawn: at most 4 times taller than wide or wider than tall (aspect="auto" in a 40 by 1.6 inch
+    # figure smeared them 70 to 1, a fourteenth review; set_aspect(5) stretched them 5 to 1)
+    from autograder import figures
+
+    box = figures.drawn_position(ax)
+    pixel = (box.height * ax.figure.get_figheight() / (y0 - y1)) / max(box.width * ax.figure.get_figwidth() / (x1 - x0),
+                                                                       1e-12)
+    if not 0.25 <= pixel <= 4.0:
+        raise CheckFailure(f"{where} is stretched: its pixels are drawn {pixel:.2g} times as tall as wide (set_aspect "
+                           "or aspect='auto' in a long, flat Axes): keep imshow's aspect.")
 
 
 def _colour_map_name(where: str, image: Any) -> str | None:
@@ -224,6 +231,8 @@ def _colour_map_name(where: str, image: Any) -> str | None:
     data = np.asarray(np.ma.getdata(image.get_array()), dtype=np.float64)
     if data.ndim != 2 or actual.shape != (*data.shape, 4):
         raise CheckFailure(f"{where}'s colours could not be read: draw a 2-D array with imshow.")
+    if float((actual[..., 3] < 0.99).mean()) > CELL_COLOUR_SHARE:
+        raise CheckFailure(f"{where} is drawn see-through (a colour map with alpha): draw it opaque.")
     low, high = (float(c) for c in image.get_clim())
     scaled = np.asarray(Normalize(low, high)(data), dtype=np.float64)
 
@@ -403,14 +412,14 @@ def expect_bool(name: str, value: Any, expected: bool | None = None) -> bool:
 
 
 def plain(name: str, value: Any) -> Any:
-    """A one-element tensor, one-element NumPy array (``np.asarray(x)`` of a number: 0-d) or NumPy scalar as a
-    Python scalar; other values unchanged."""
+    """A one-element tensor, 0-d NumPy array (``np.asarray(x)`` of a number) or NumPy scalar as a Python scalar;
+    other values unchanged (a one-element 1-d array is not a number: NumPy 2 will not convert it)."""
     expect_defined(name, value)
     if isinstance(value, torch.Tensor):
         if value.numel() != 1:
             raise CheckFailure(f"`{name}` should be a single number, but it is {_describe_type(value)}.")
         return value.item()
-    if isinstance(value, np.generic) or (isinstance(value, np.ndarray) and value.size == 1 and value.dtype != object):
+    if isinstance(value, np.generic) or (isinstance(value, np.ndarray) and value.ndim == 0 and value.dtype != object):
         return value.item()
     return value
 

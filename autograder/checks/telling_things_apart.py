@@ -46,7 +46,8 @@ Tolerances, and why they are what they are:
   agree within 8e-8, and adding the 8,000 losses one at a time in float32
   drifts by 1.3e-6. Wrong digits: all 10,000 (the test digits in) are 3.6e-5
   away (a thirteenth hostile review passed 1e-4 with them), the test digits
-  alone 1.8e-4; a wrong model more than 1e-2.
+  alone 1.8e-4; a wrong model more than 1e-2. The value rounded to 3 to 6
+  decimals passes too (the solution prints it to 4).
 * Training bands (``TRAIN_BAND``, ``TEST_BAND``, ``GAP_BAND``, ``LOSS_BAND``):
   the recipe (``mlp()``, SGD lr 0.1, batches of 32, 10 epochs, shuffled by a
   generator seeded 0) gives 0.9739 / 0.9435 / 0.0304 on the 8,000 / 2,000.
@@ -532,7 +533,11 @@ def check_q3(cross_entropy, chapter_losses, untrained_loss) -> None:
         number = expect_number(f"chapter_losses[{i}]", value)
         if abs(number - (-math.log(p))) > CHAPTER_LOSS_TOL:
             raise CheckFailure(f"`chapter_losses[{i}]` is not the loss for a probability of {p} on the truth.")
-    expect_number("untrained_loss", untrained_loss, _answers()["untrained_loss"], abs_tol=UNTRAINED_TOL)
+    loss, expected = expect_number("untrained_loss", untrained_loss), _answers()["untrained_loss"]
+    # the value, or it as printed: rounded to 3 to 6 decimals (the solution prints 4: 2.2972, 2e-5 away)
+    if abs(loss - expected) > UNTRAINED_TOL and not any(math.isclose(loss, round(expected, d), rel_tol=1e-7)
+                                                        for d in range(3, 7)):
+        raise CheckFailure("`untrained_loss` has the right type but the wrong value.")
 
 
 # ---------------------------------------------------------------- q4: training

@@ -684,6 +684,12 @@ class _Mover:
         return Mover()
 
 
+def _see_through(name: str, alpha: float):
+    import matplotlib
+
+    return matplotlib.colormaps[name].with_alpha(alpha)
+
+
 def _colour_bar_moved_over(ax, shown, row):
     """A colour bar (5 % of the template's width) moved onto the template's left edge, above it."""
     bar = ax.figure.colorbar(shown, ax=ax)
@@ -824,9 +830,9 @@ TEMPLATE_FIGURES = {
     "blurred": ({"after": lambda ax, shown, row: (shown.set_interpolation("sinc"), shown.set_filterrad(60))},
                 "`fig_templates`' image 0 is blurred"),
     "log_scale": ({"after": lambda ax, shown, row: ax.set_yscale("symlog", linthresh=0.01)},
-                  "`fig_templates`' image 0 is drawn on a non-linear axis scale"),
+                  "`fig_templates`' image 0 is "),  # stretched, or on a non-linear scale: failing is enough
     "off_the_figure": ({"after": lambda ax, shown, row: ax.set_position([1.5, 1.5, 0.25, 0.8])},
-                       "`fig_templates`' image 0 is placed partly or wholly outside the figure"),
+                       "`fig_templates`' image 0 is "),  # every Axes moved to one place: covered, or outside
     "narrow_background_patch": ({"after": lambda ax, shown, row: ax.patch.set_width(0.02)},
                                 "`fig_templates`' image 0 has its Axes' background patch reshaped"),
     "thick_spines": ({"after": lambda ax, shown, row: [sp.set_linewidth(2000) for sp in ax.spines.values()]},
@@ -856,6 +862,15 @@ TEMPLATE_FIGURES = {
                                                               ax.figure.suptitle(("a" * 40 + "\n") * 40, fontsize=30))},
                              "`fig_templates`' image 0 has text drawn over it"),
     "small_label_in_a_corner": ({"after": lambda ax, shown, row: ax.text(1, 3, "w", fontsize=7)}, None),
+    "grid_at_every_pixel": ({"after": lambda ax, shown, row: (ax.set_xticks(range(28)), ax.set_yticks(range(28)),
+                                                             ax.grid(True, linewidth=4, color="w"))},
+                            "`fig_templates`' image 0 has grid lines or tick marks over more than 30% of it"),
+    "ticks_inward_at_every_pixel": ({"after": lambda ax, shown, row: (
+        ax.set_xticks(range(28)), ax.set_yticks(range(28)), ax.tick_params(direction="in", length=15, width=6))},
+        "`fig_templates`' image 0 has grid lines or tick marks over more than 30% of it"),
+    "see_through_map": ({"cmap": _see_through("coolwarm", 0.62)}, "`fig_templates`' image 0 is drawn see-through"),
+    "smeared": ({"after": lambda ax, shown, row: (ax.set_aspect("auto"), ax.figure.set_size_inches(40, 1.6))},
+                "`fig_templates`' image 0 is stretched"),
     "figure_text_block": ({"after": lambda ax, shown, row: ax.figure.text(0.5, 0.5, "\u2588", fontsize=600)},
                           "the figure holding `fig_templates`' image 0 has text larger than 40 points on it"),
 }

@@ -703,6 +703,8 @@ def _drawn_otherwise(fig, how: str):
     elif how == "trousers_black_above_half":
         trousers.set_cmap(plt.get_cmap("gray").with_extremes(over="black"))
         trousers.set_clim(0, 0.5)
+    elif how == "trousers_saturated":
+        trousers.set_clim(0.97, 1.0)
     elif how == "white_map_of_your_own":
         vertical_map.set_cmap(ListedColormap(["white"]))
     elif how == "covered_by_a_rectangle":
@@ -735,13 +737,14 @@ def _drawn_otherwise(fig, how: str):
 
 @pytest.mark.parametrize("how, expected", [
     ("trousers_black", "`fig.axes[0]` draws the trousers on colour limits far from their values"),
+    ("trousers_saturated", "`fig.axes[0]` draws the trousers on colour limits far from their values"),
     ("trousers_black_above_half", "`fig.axes[0]` is drawn with a colour map named 'gray' whose colours are not"),
     ("white_map_of_your_own", "`fig.axes[1]` is drawn with a colour map of your own that draws its low and high "
                               "values alike"),
     ("covered_by_a_rectangle", "`fig.axes[2]`'s Axes also draws 1 patch, which can hide the image"),
     ("panned_away", "`fig.axes[2]` shows only part of the image"),
     ("masked", "`fig.axes[2]` has masked entries"),
-    ("squashed", "`fig.axes[2]` is stretched (set_aspect(0.001))"),
+    ("squashed", "`fig.axes[2]` is stretched"),
     ("upside_down", "`fig.axes[2]` is drawn mirrored or upside down"),
     ("covered_by_an_axes", "`fig` holds 4 Axes, but it should hold 3"),
     ("tiny", "`fig.axes[0]` is drawn only"),
