@@ -452,6 +452,7 @@ def _arrange(ax: Any, ax_data: dict) -> None:
     """Give the rebuilt ``ax`` the student's view limits, aspect, position, zorder, background, stand-ins for
     what else it draws and its insets (:func:`_axes_drawing`); a field missing or out of range is left as rebuilt."""
     from matplotlib.axes import Axes
+
     _stand_ins(ax, ax_data.get("overlays"), figure=False)
     view = ax_data.get("view")
     if _floats(view, 4) and view[0] != view[1] and view[2] != view[3]:
@@ -522,10 +523,7 @@ def _draw(ax: Any, array: torch.Tensor, image: dict, low: float | None, high: fl
             and float(colours.min()) >= 0.0 and float(colours.max()) <= 1.0):
         cmap = ListedColormap(colours.numpy(), name=name or "reported")
     origin = image.get("origin") if image.get("origin") in ("upper", "lower") else None
-    extent = image.get("extent")
-    if not (isinstance(extent, list) and len(extent) == 4
-            and all(isinstance(e, float) and math.isfinite(e) for e in extent)):
-        extent = None
+    extent = image.get("extent") if _floats(image.get("extent"), 4) else None
     shown = ax.imshow(array.numpy(), cmap=cmap, vmin=low, vmax=high, origin=origin, extent=extent)
     alpha = image.get("alpha")
     if isinstance(alpha, float) and 0.0 <= alpha <= 1.0:

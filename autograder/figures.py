@@ -136,10 +136,8 @@ def axes_problems(ax: Any) -> list[str]:
     decorations = []
     if any(spine.get_visible() and spine.get_linewidth() > MAX_SPINE_WIDTH for spine in ax.spines.values()):
         decorations.append(f"spines wider than {MAX_SPINE_WIDTH:g} points")
-    ticks = [*ax.xaxis.get_ticklines(), *ax.yaxis.get_ticklines(),
-             *ax.xaxis.get_ticklines(minor=True), *ax.yaxis.get_ticklines(minor=True)]
     if any(t.get_visible() and (t.get_markersize() > MAX_TICK_LENGTH or t.get_markeredgewidth() > MAX_TICK_WIDTH)
-           for t in ticks):
+           for t in _tick_lines(ax)):
         decorations.append(f"tick marks longer than {MAX_TICK_LENGTH:g} or wider than {MAX_TICK_WIDTH:g} points")
     grid = [*ax.xaxis.get_gridlines(), *ax.yaxis.get_gridlines()]
     if any(g.get_visible() and g.get_linewidth() > MAX_GRID_WIDTH for g in grid):
@@ -229,10 +227,14 @@ def lines_over(ax: Any) -> float:
     height = box.height * ax.figure.get_figheight() * 72.0
     covered = sum(g.get_linewidth() * height for g in ax.xaxis.get_gridlines() if g.get_visible())
     covered += sum(g.get_linewidth() * width for g in ax.yaxis.get_gridlines() if g.get_visible())
-    ticks = [*ax.xaxis.get_ticklines(), *ax.yaxis.get_ticklines(),
-             *ax.xaxis.get_ticklines(minor=True), *ax.yaxis.get_ticklines(minor=True)]
-    covered += sum(t.get_markersize() * t.get_markeredgewidth() for t in ticks if t.get_visible())
+    covered += sum(t.get_markersize() * t.get_markeredgewidth() for t in _tick_lines(ax) if t.get_visible())
     return covered / max(width * height, 1e-9)
+
+
+def _tick_lines(ax: Any) -> list[Any]:
+    """Every tick mark of ``ax``, major and minor, on both axes (a ``Line2D`` marker each)."""
+    return [*ax.xaxis.get_ticklines(), *ax.yaxis.get_ticklines(),
+            *ax.xaxis.get_ticklines(minor=True), *ax.yaxis.get_ticklines(minor=True)]
 
 
 def text_over(ax: Any) -> float:

@@ -187,6 +187,8 @@ def _kinds(kinds: list[str]) -> str:
 
 def _expect_whole_view(where: str, ax: Any, width: int, height: int) -> None:
     """The Axes shows the whole image, upright, filling at least half of it each way, at an aspect within 4x."""
+    from autograder import figures
+
     (x0, x1), (y0, y1) = ax.get_xlim(), ax.get_ylim()
     if not (x0 < x1 and y0 > y1):
         raise CheckFailure(f"{where} is drawn mirrored or upside down (an inverted x or y axis): keep imshow's "
@@ -200,8 +202,6 @@ def _expect_whole_view(where: str, ax: Any, width: int, height: int) -> None:
                            "imshow's limits.")
     # the pixels as drawn: at most 4 times taller than wide or wider than tall (aspect="auto" in a 40 by 1.6 inch
     # figure smeared them 70 to 1, a fourteenth review; set_aspect(5) stretched them 5 to 1)
-    from autograder import figures
-
     box = figures.drawn_position(ax)
     pixel = (box.height * ax.figure.get_figheight() / (y0 - y1)) / max(box.width * ax.figure.get_figwidth() / (x1 - x0),
                                                                        1e-12)
