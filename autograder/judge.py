@@ -520,12 +520,16 @@ class RemoteCallable(channel.Handle):
     """A student's function (or model) living in the student process, called through the channel.
 
     For a model, ``parameters`` holds the copies of its parameters that
-    crossed with it (:class:`autograder.channel.Handle`).
+    crossed with it (:class:`autograder.channel.Handle`). After each call,
+    ``mutated_arguments`` lists the tensor and array arguments (positions,
+    keyword names) the function changed in place in the student process,
+    which the judge's own arguments never show (:func:`autograder.checks.changed_in_place`).
     """
 
     def __init__(self, session: Session, handle: int, name: str, kind: str, generation: int):
         self._session, self._handle, self.__name__, self._kind, self._generation = session, handle, name, kind, generation
         self.type_name, self.key = kind, (generation, handle)
+        self.mutated_arguments: list[int | str] = []
 
     def __repr__(self) -> str:
         return f"<student {self._kind or 'function'} {self.__name__}>"
@@ -536,6 +540,7 @@ class RemoteCallable(channel.Handle):
             why = f" ({self._session.last_failure})" if self._session.last_failure else ""
             raise StudentFailure(f"{self.__name__} is gone: the student process was stopped earlier{why}")
         payload = channel.dump(([_outgoing(a) for a in args], {k: _outgoing(v) for k, v in kwargs.items()}))
+        self.mutated_arguments = []
         what = f"calling {self.__name__}"
         try:
             header, body = process.request({"op": "call", "handle": self._handle}, payload,
@@ -547,6 +552,9 @@ class RemoteCallable(channel.Handle):
             raise StudentError(f"{str(header.get('type', 'Exception'))[:200]}: {str(header.get('message', ''))[:2000]}")
         if header.get("op") != "result":
             raise StudentFailure("the student process answered out of turn")
+        mutated = header.get("mutated")
+        if isinstance(mutated, list):
+            self.mutated_arguments = [m for m in mutated if isinstance(m, (int, str))][:64]
         try:
             result = channel.load(body)
         except Exception as err:  # noqa: BLE001 - whatever the student process sent
@@ -628,7 +636,10 @@ class StudentEnvironment(dict):
         """After a restart: the first snapshot's data, and its networks' parameters, stand.
 
         Only the handles of functions are new (the old ones died with the old
-        process), and only where the first read held one too. A notebook that
+        process), and only where the first read held one too, also inside a
+        container: a dict holding a function keeps its first data (a fifteenth
+        hostile review rebuilt ``noise_free`` in the replay from targets the
+        judge's calls had shown, and added a function to it). A notebook that
         gives other values when it is replayed (it looks for a file its first
         run wrote, a clock, a random draw, values the judge sent to its
         functions before the restart) cannot change what later questions read:
@@ -643,9 +654,7 @@ class StudentEnvironment(dict):
             if _holds_handle(first) and name not in self:  # read through `env`: its new handle is fetched now
                 now = self._fetch(name)
             if _holds_handle(first) and _holds_handle(now):
-                if isinstance(first, RemoteCallable) and isinstance(now, RemoteCallable):
-                    now.is_module, now.parameters = first.is_module, first.parameters
-                self[name] = now
+                self[name] = _with_new_handles(first, now)
                 continue
             self[name] = None if _holds_handle(first) else first
 
@@ -662,6 +671,24 @@ class StudentEnvironment(dict):
             self[name] = self._first[name] = self._fetch(name)
         value = dict.get(self, name)
         return default if value is None else value
+
+
+def _with_new_handles(first: Any, now: Any, depth: int = 0) -> Any:
+    """``first`` (a value read before a restart), with each function handle in it replaced by the one at the same
+    place in ``now`` (read after it), and everything else as first read; a handle with none in its place in
+    ``now`` stays, dead (calling it says the process was stopped). A network keeps its first parameters."""
+    if isinstance(first, RemoteCallable):
+        if not isinstance(now, RemoteCallable):
+            return first
+        now.is_module, now.parameters = first.is_module, first.parameters
+        return now
+    if depth > channel.MAX_DEPTH:
+        return first
+    if isinstance(first, (list, tuple)) and type(now) is type(first) and len(now) == len(first):
+        return type(first)(_with_new_handles(f, n, depth + 1) for f, n in zip(first, now))
+    if isinstance(first, dict) and isinstance(now, dict):
+        return {key: _with_new_handles(value, now.get(key), depth + 1) for key, value in first.items()}
+    return first
 
 
 def _holds_handle(value: Any, depth: int = 0) -> bool:

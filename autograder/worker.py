@@ -98,14 +98,41 @@ def main(fd: int) -> None:
             try:
                 args, kwargs = channel.load(payload)
                 args = [_resolve(a, handles) for a in args]
+                before = _fingerprints(args, kwargs)
                 result = func(*args, **kwargs)
-                channel.send(sock, {"op": "result"}, channel.dump(channel.encode(result, handles)))
+                changed = [key for key, print_ in _fingerprints(args, kwargs).items() if before.get(key) != print_]
+                channel.send(sock, {"op": "result", "mutated": changed},
+                             channel.dump(channel.encode(result, handles)))
             except BaseException as err:  # noqa: BLE001 - the student's function may raise anything
                 message = str(err)[:2000]
                 channel.send(sock, {"op": "raised", "type": type(err).__name__, "message": message,
                                     "where": traceback.format_exc(limit=-3)[-4000:]})
         elif op == "bye":
             return
+
+
+def _fingerprints(args, kwargs) -> dict:
+    """A checksum of each tensor or array argument (by position, or by name for a keyword), its shape, dtype and
+    bytes (CRC-32: tens of milliseconds for a training set of 150 MB): which of them the call changed in place is told back to the judge, whose own copies the call never
+    touches (a fifteenth hostile review's ``slide`` that wrote into its input passed its in-place check)."""
+    import zlib
+
+    import numpy as np
+    import torch
+
+    prints = {}
+    for key, value in [*enumerate(args), *kwargs.items()]:
+        try:
+            if isinstance(value, torch.Tensor):
+                data = value.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy()
+            elif isinstance(value, np.ndarray) and value.dtype != object:
+                data = np.ascontiguousarray(value).reshape(-1).view(np.uint8)
+            else:
+                continue
+            prints[key] = (tuple(value.shape), str(value.dtype), zlib.crc32(data.data))
+        except Exception:  # noqa: BLE001 - an argument the call left unreadable counts as changed
+            prints[key] = None
+    return prints
 
 
 def _resolve(arg, handles):

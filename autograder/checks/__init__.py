@@ -562,6 +562,15 @@ def call_student(name: str, func: Callable, *args: Any, **kwargs: Any) -> Any:
     return result
 
 
+def changed_in_place(func: Callable, *pairs: tuple[Any, Any]) -> bool:
+    """Whether the last call of ``func`` changed an argument in place: one of the ``(argument, copy taken
+    before the call)`` pairs differs (a function called in this process), or the student process reported that
+    the call changed a tensor or array argument (``func`` called through it, which receives copies of the
+    judge's arguments: :class:`autograder.judge.RemoteCallable`)."""
+    return any(not torch.equal(actual, before) for actual, before in pairs) \
+        or bool(getattr(func, "mutated_arguments", None))
+
+
 def _short(value: Any) -> str:
     if isinstance(value, torch.Tensor):
         return f"<tensor {tuple(value.shape)} {str(value.dtype).replace('torch.', '')}>"

@@ -115,6 +115,7 @@ from torch import nn
 from autograder.checks import (
     CheckFailure,
     call_student,
+    changed_in_place,
     expect_callable,
     expect_close,
     expect_defined,
@@ -381,7 +382,7 @@ def _softmax_call(softmax: Callable, logits: torch.Tensor, temperature: float | 
     shown = f"softmax(logits of shape {tuple(logits.shape)}" + ("" if temperature is None else f", {temperature}") + ")"
     before = logits.clone()
     out = call_student("softmax", softmax, *args)
-    if not torch.equal(logits, before):
+    if changed_in_place(softmax, (logits, before)):
         raise CheckFailure(f"`{shown}` changed its input in place: return a new tensor.")
     expect_tensor(shown, out, shape=logits.shape, dtype=logits.dtype, finite=True, requires_grad=None)
     return out.detach()
@@ -510,8 +511,8 @@ def check_cross_entropy_function(cross_entropy: Callable) -> None:
         before = probs.clone()
         shown = f"cross_entropy(probs of shape {(n, c)}, y of shape {(n,)})"
         out = call_student("cross_entropy", cross_entropy, probs, y)
-        if not torch.equal(probs, before):
-            raise CheckFailure(f"`{shown}` changed probs in place.")
+        if changed_in_place(cross_entropy, (probs, before)):
+            raise CheckFailure(f"`{shown}` changed probs or y in place.")
         if isinstance(out, torch.Tensor) and out.numel() != 1:
             raise CheckFailure(f"`{shown}` returned a tensor of shape {tuple(out.shape)}: return the average "
                                "over the batch, a single number.")
@@ -605,7 +606,7 @@ def _check_recentred(recenter: Callable, image: torch.Tensor, shown: str) -> Non
     ref = _reference()
     before = image.clone()
     out = call_student("recenter", recenter, image)
-    if not torch.equal(image, before):
+    if changed_in_place(recenter, (image, before)):
         raise CheckFailure(f"`recenter` changed its input in place ({shown}): return a new tensor.")
     expect_tensor(f"recenter({shown})", out, shape=(28, 28), dtype=torch.float32, requires_grad=None)
     row, col = ref.centre_of_mass(image)
@@ -703,7 +704,7 @@ def check_saliency_function(saliency: Callable, model: Any, net: nn.Module) -> N
         image = images[i].clone()
         shown = f"saliency(model, test digit {i})"
         out = call_student("saliency", saliency, model, image)
-        if not torch.equal(image, images[i]):
+        if changed_in_place(saliency, (image, images[i])):
             raise CheckFailure(f"`{shown}` changed the image in place.")
         expect_tensor(shown, out, shape=(28, 28), dtype=torch.float32, requires_grad=None)
         expected = ref.saliency(net, images[i])
@@ -799,7 +800,7 @@ def check_fgsm_function(fgsm: Callable, model: Any, net: nn.Module, trained: boo
         before = image.clone()
         shown = f"fgsm(model, image, {label}, {epsilon})"
         out = call_student("fgsm", fgsm, model, image, label, epsilon)
-        if not torch.equal(image, before):
+        if changed_in_place(fgsm, (image, before)):
             raise CheckFailure(f"`{shown}` changed the image in place.")
         out = expect_tensor(shown, out, shape=(1, 28, 28), dtype=torch.float32, requires_grad=None).detach()
         _check_step(out, image, epsilon, shown)

@@ -690,6 +690,39 @@ def _see_through(name: str, alpha: float):
     return matplotlib.colormaps[name].with_alpha(alpha)
 
 
+def _stroke(width: float) -> list:
+    """A white outline ``width`` points wide, as ``set_path_effects`` takes it (``plt.xkcd()`` draws 4)."""
+    from matplotlib import patheffects
+
+    return [patheffects.withStroke(linewidth=width, foreground="white")]
+
+
+def _outlined_like_xkcd(ax, shown, row):
+    """What ``plt.xkcd()`` does to an Axes: a white outline 4 points wide around every spine, tick and text."""
+    ax.set_title(f"row {row.shape}")
+    for artist in (*ax.spines.values(), *ax.xaxis.get_ticklines(), *ax.yaxis.get_ticklines(), ax.title,
+                   *ax.get_xticklabels(), *ax.get_yticklabels()):
+        artist.set_path_effects(_stroke(4))
+
+
+def _sixty_more_spines(ax, shown, row):
+    """A fifteenth hostile review's: sixty white spines under the width limit, side by side over the image."""
+    from matplotlib.spines import Spine
+
+    for k in range(60):
+        spine = Spine.linear_spine(ax, "left")
+        spine.set_position(("axes", k / 59))
+        spine.set_linewidth(5.9)
+        spine.set_color("white")
+        ax.spines[f"extra{k}"] = spine
+
+
+def _label_moved_over(ax, shown, row):
+    """A fifteenth hostile review's: an x label of white blocks, 40 points, moved onto the image."""
+    ax.set_xlabel("\n".join(["\u2588" * 8] * 8), fontsize=40, color="white", linespacing=0.8)
+    ax.xaxis.set_label_coords(0.5, 1.0)
+
+
 def _colour_bar_moved_over(ax, shown, row):
     """A colour bar (5 % of the template's width) moved onto the template's left edge, above it."""
     bar = ax.figure.colorbar(shown, ax=ax)
@@ -871,6 +904,18 @@ TEMPLATE_FIGURES = {
     "see_through_map": ({"cmap": _see_through("coolwarm", 0.62)}, "`fig_templates`' image 0 is drawn see-through"),
     "smeared": ({"after": lambda ax, shown, row: (ax.set_aspect("auto"), ax.figure.set_size_inches(40, 1.6))},
                 "`fig_templates`' image 0 is stretched"),
+    # the fifteenth review's: decorations under every size limit, stroked, multiplied or moved over the image
+    "spines_stroked_400_points_wide": ({"after": lambda ax, shown, row: [sp.set_path_effects(_stroke(400))
+                                                                         for sp in ax.spines.values()]},
+                                       "`fig_templates`' image 0 has spines, tick marks or grid lines with path"),
+    "grid_stroked_400_points_wide": ({"after": lambda ax, shown, row: ax.grid(True, path_effects=_stroke(400))},
+                                     "`fig_templates`' image 0 has spines, tick marks or grid lines with path"),
+    "sixty_more_spines": ({"after": _sixty_more_spines}, "`fig_templates`' image 0 has 64 spines (an Axes has 4)"),
+    "label_moved_over": ({"after": _label_moved_over}, "`fig_templates`' image 0 has text drawn over it"),
+    "left_title_moved_down": ({"after": lambda ax, shown, row: ax.set_title("\n".join(["\u2588" * 8] * 8),
+                                                                            loc="left", y=-0.02, fontsize=40)},
+                              "`fig_templates`' image 0 has text drawn over it"),
+    "outlined_like_xkcd": ({"after": _outlined_like_xkcd}, None),
     "figure_text_block": ({"after": lambda ax, shown, row: ax.figure.text(0.5, 0.5, "\u2588", fontsize=600)},
                           "the figure holding `fig_templates`' image 0 has text larger than 40 points on it"),
 }
@@ -895,6 +940,38 @@ def test_wif_templates_are_a_4_by_4_grid_on_the_weights_own_diverging_scale(wif_
         else:
             assert message is not None and message.startswith(failure), \
                 f"templates drawn {kind} should fail q6 ({where}): {message!r}"
+
+
+@pytest.mark.parametrize("layout", ["colour_bar_column", "block_of_a_4_by_5_grid_shifted", "two_rows_of_eight_in_4x8"])
+def test_wif_templates_in_a_wider_grid_pass_only_as_a_4_by_4_block(wif_healthy, layout):
+    # a fifteenth hostile review: an honest colour bar in a fifth grid column (width_ratios) failed as "a 4 by 5
+    # grid"; the templates must still sit as a 4 by 4 block in reading order
+    import matplotlib.pyplot as plt
+
+    checks, _, _, net = wif_healthy
+    weights = [p.detach().clone() for p in net.parameters()]
+    fig = plt.figure(figsize=(7, 6))
+    columns = {"colour_bar_column": 5, "block_of_a_4_by_5_grid_shifted": 5, "two_rows_of_eight_in_4x8": 8}[layout]
+    grid = fig.add_gridspec(4, columns)
+    limit = float(weights[0][:16].abs().max())
+    for i in range(16):
+        row, column = divmod(i, 8) if layout == "two_rows_of_eight_in_4x8" else divmod(i, 4)
+        column += 1 if layout == "block_of_a_4_by_5_grid_shifted" else 0
+        shown = fig.add_subplot(grid[row, column]).imshow(weights[0][i].view(28, 28).numpy(), cmap="RdBu_r",
+                                                          vmin=-limit, vmax=limit)
+    if layout == "colour_bar_column":
+        fig.colorbar(shown, cax=fig.add_subplot(grid[:, 4]))
+    try:
+        actual = failures({"q6": lambda: checks.check_q6(fig, weights),
+                           "crossed": lambda: checks.check_q6(_crossed(fig), weights)})
+    finally:
+        plt.close(fig)
+    for where, message in actual.items():
+        if layout == "two_rows_of_eight_in_4x8":
+            assert message is not None and message.startswith("`fig_templates`' template 4 is not in cell 4"), \
+                f"two rows of eight in a 4 by 8 grid should fail q6 ({where}): {message!r}"
+        else:
+            assert message is None, f"templates as a 4 by 4 block ({layout}) should pass q6 ({where}): {message!r}"
 
 
 # ---------------------------------------------------------------- when_it_fails: the data split
