@@ -171,6 +171,8 @@ def axes_problems(ax: Any) -> list[str]:
     if any(t.get_visible() and (t.get_markersize() > MAX_TICK_LENGTH or t.get_markeredgewidth() > MAX_TICK_WIDTH)
            for t in _tick_lines(ax)):
         decorations.append(f"tick marks longer than {MAX_TICK_LENGTH:g} or wider than {MAX_TICK_WIDTH:g} points")
+    if any(t.get_visible() and not _plain_tick_marker(t) for t in _tick_lines(ax)):
+        decorations.append("tick marks drawn with markers of their own")
     grid = [*ax.xaxis.get_gridlines(), *ax.yaxis.get_gridlines()]
     if any(g.get_visible() and g.get_linewidth() > MAX_GRID_WIDTH for g in grid):
         decorations.append(f"grid lines wider than {MAX_GRID_WIDTH:g} points")
@@ -264,6 +266,20 @@ def lines_over(ax: Any) -> float:
     covered += sum(g.get_linewidth() * width for g in ax.yaxis.get_gridlines() if g.get_visible())
     covered += sum(t.get_markersize() * t.get_markeredgewidth() for t in _tick_lines(ax) if t.get_visible())
     return covered / max(width * height, 1e-9)
+
+
+#: The markers matplotlib draws tick marks with (TICKLEFT, TICKRIGHT, TICKUP, TICKDOWN; "|" and "_" for ticks
+#: drawn in and out), and none.
+TICK_MARKERS = (0, 1, 2, 3, "|", "_", "", " ", "None", "none", None)
+
+
+def _plain_tick_marker(tick: Any) -> bool:
+    """Whether a tick mark is drawn with one of :data:`TICK_MARKERS`, unscaled: a fifteenth hostile review drew
+    one as a square scaled 100 times (``MarkerStyle("s", transform=...)``), its marker size still 3.5."""
+    marker = tick.get_marker()
+    style = getattr(tick, "_marker", None)
+    return (isinstance(marker, (int, str, type(None))) and marker in TICK_MARKERS
+            and (style is None or style.get_user_transform() is None))
 
 
 def _tick_lines(ax: Any) -> list[Any]:

@@ -717,6 +717,15 @@ def _sixty_more_spines(ax, shown, row):
         ax.spines[f"extra{k}"] = spine
 
 
+def _square_tick_marks(ax, shown, row):
+    """A fifteenth hostile review's: tick marks drawn as squares scaled 100 times, their marker size unchanged."""
+    from matplotlib.markers import MarkerStyle
+    from matplotlib.transforms import Affine2D
+
+    for tick in ax.xaxis.get_ticklines():
+        tick.set_marker(MarkerStyle("s", transform=Affine2D().scale(100)))
+
+
 def _label_moved_over(ax, shown, row):
     """A fifteenth hostile review's: an x label of white blocks, 40 points, moved onto the image."""
     ax.set_xlabel("\n".join(["\u2588" * 8] * 8), fontsize=40, color="white", linespacing=0.8)
@@ -916,6 +925,9 @@ TEMPLATE_FIGURES = {
                                                                             loc="left", y=-0.02, fontsize=40)},
                               "`fig_templates`' image 0 has text drawn over it"),
     "outlined_like_xkcd": ({"after": _outlined_like_xkcd}, None),
+    "tick_marks_as_squares_scaled_100_times": ({"after": _square_tick_marks},
+                                               "`fig_templates`' image 0 has tick marks drawn with markers of their"),
+    "ticks_in_and_out": ({"after": lambda ax, shown, row: ax.tick_params(direction="inout")}, None),
     "figure_text_block": ({"after": lambda ax, shown, row: ax.figure.text(0.5, 0.5, "\u2588", fontsize=600)},
                           "the figure holding `fig_templates`' image 0 has text larger than 40 points on it"),
 }
