@@ -138,6 +138,7 @@ def plain_path_effects(artist: Any) -> bool:
             continue
         if type(effect) not in (patheffects.Stroke, patheffects.withStroke):
             return False
+        # matplotlib keeps a stroke's width and offset only in these attributes (no public getter)
         width = effect._gc.get("linewidth", effect._gc.get("lw", 1.0))
         try:
             if float(width) > MAX_STROKE_WIDTH or tuple(map(float, effect._offset)) != (0.0, 0.0):
@@ -168,19 +169,16 @@ def axes_problems(ax: Any) -> list[str]:
         decorations.append(f"{len(spines)} spines (an Axes has {MAX_SPINES})")
     if any(spine.get_linewidth() > MAX_SPINE_WIDTH for spine in spines):
         decorations.append(f"spines wider than {MAX_SPINE_WIDTH:g} points")
-    if any(t.get_visible() and (t.get_markersize() > MAX_TICK_LENGTH or t.get_markeredgewidth() > MAX_TICK_WIDTH)
-           for t in _tick_lines(ax)):
+    ticks = [t for t in _tick_lines(ax) if t.get_visible()]
+    if any(t.get_markersize() > MAX_TICK_LENGTH or t.get_markeredgewidth() > MAX_TICK_WIDTH for t in ticks):
         decorations.append(f"tick marks longer than {MAX_TICK_LENGTH:g} or wider than {MAX_TICK_WIDTH:g} points")
-    if any(t.get_visible() and not _plain_tick_marker(t) for t in _tick_lines(ax)):
+    if not all(map(_plain_tick_marker, ticks)):
         decorations.append("tick marks drawn with markers of their own")
-    grid = [*ax.xaxis.get_gridlines(), *ax.yaxis.get_gridlines()]
-    if any(g.get_visible() and g.get_linewidth() > MAX_GRID_WIDTH for g in grid):
+    grid = [g for g in (*ax.xaxis.get_gridlines(), *ax.yaxis.get_gridlines()) if g.get_visible()]
+    if any(g.get_linewidth() > MAX_GRID_WIDTH for g in grid):
         decorations.append(f"grid lines wider than {MAX_GRID_WIDTH:g} points")
-    texts = [ax.title, ax.xaxis.label, ax.yaxis.label, *ax.get_xticklabels(), *ax.get_yticklabels(), *ax.texts]
-    texts += [t for t in (getattr(ax, "_left_title", None), getattr(ax, "_right_title", None)) if t is not None]
-    decorations += sorted({p for p in map(_text_problem, texts) if p})
-    lines = [*spines, *_tick_lines(ax), *grid]
-    if not all(plain_path_effects(line) for line in lines if line.get_visible()):
+    decorations += sorted({p for p in map(_text_problem, _axes_texts(ax)) if p})
+    if not all(map(plain_path_effects, [*spines, *ticks, *grid])):
         decorations.append("spines, tick marks or grid lines with path effects")
     if any(getattr(t, "arrow_patch", None) is not None for t in ax.texts):
         decorations.append("an annotation arrow")
@@ -282,6 +280,13 @@ def _plain_tick_marker(tick: Any) -> bool:
             and (style is None or style.get_user_transform() is None))
 
 
+def _axes_texts(ax: Any) -> list[Any]:
+    """Every text of ``ax``: its three titles (centre, left, right), axis labels, tick labels and ``ax.texts``."""
+    titles = [getattr(ax, "_left_title", None), getattr(ax, "_right_title", None)]
+    return [ax.title, *(t for t in titles if t is not None), ax.xaxis.label, ax.yaxis.label,
+            *ax.get_xticklabels(), *ax.get_yticklabels(), *ax.texts]
+
+
 def _tick_lines(ax: Any) -> list[Any]:
     """Every tick mark of ``ax``, major and minor, on both axes (a ``Line2D`` marker each)."""
     return [*ax.xaxis.get_ticklines(), *ax.yaxis.get_ticklines(),
@@ -294,9 +299,7 @@ def text_over(ax: Any) -> float:
     (they sit outside the Axes where matplotlib puts them; a fifteenth hostile review moved an axis label of
     white blocks onto the image with ``set_label_coords``)."""
     renderer = _renderer(ax.figure)
-    texts = [*ax.figure.texts, *ax.texts, ax.title, ax.xaxis.label, ax.yaxis.label,
-             *ax.get_xticklabels(), *ax.get_yticklabels()]
-    texts += [t for t in (getattr(ax, "_left_title", None), getattr(ax, "_right_title", None)) if t is not None]
+    texts = [*ax.figure.texts, *_axes_texts(ax)]
     box = ax.get_window_extent(renderer)
     covered = 0.0
     for text in texts:
