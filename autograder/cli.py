@@ -1,4 +1,4 @@
-"""Command line: ``python -m autograder build|grade|demo|train``.
+"""Command line: ``python -m autograder build|grade|demo|train|student-package``.
 
 * ``build NAME...`` — student version into ``student_template/NAME/``, the
   autograder zip into ``build/NAME/autograder.zip``.
@@ -12,6 +12,9 @@
   submissions (the solution, the blank student notebook and the examples in
   ``assignments/NAME/examples/``), print the scores.
 * ``train where_mlps_fail`` — retrain the lesson's two weight files.
+* ``student-package [--out DIR]`` — the wheel students install for their
+  notebooks' imports (public tests, layered checks, data loaders), without
+  hidden tests or reference solutions (default ``build/student-package/``).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from pathlib import Path
 
 from autograder import build as build_mod
 from autograder import grade as grade_mod
+from autograder.student_package import StudentPackageError, build_student_package
 
 
 def bundled_examples(name: str) -> list[Path]:
@@ -108,6 +112,11 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("train", help="retrain an assignment's committed weight files")
     p.add_argument("name", choices=["where_mlps_fail"])
 
+    p = sub.add_parser("student-package", help="build the wheel students install: public tests and data loaders, "
+                                               "no hidden tests, no reference solutions")
+    p.add_argument("--out", type=Path, default=build_mod.BUILD / "student-package",
+                   help="folder for the wheel (default build/student-package)")
+
     args = parser.parse_args(argv)
     try:
         if args.command == "build":
@@ -139,7 +148,14 @@ def main(argv: list[str] | None = None) -> int:
             report = train_where_mlps_fail(build_mod.ASSIGNMENTS / args.name)
             print(report)
             return 0
-    except build_mod.BuildError as err:
+        if args.command == "student-package":
+            wheel = build_student_package(args.out)
+            print(f"student package: {wheel}")
+            print(f"  install where students run their notebooks: pip install {wheel.name}")
+            print("  holds autograder.public, autograder.checks (layered checks only), autograder.data and "
+                  "autograder.mnist_data; no hidden tests, no reference/")
+            return 0
+    except (build_mod.BuildError, StudentPackageError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     return 0

@@ -242,8 +242,21 @@ def drawn_position(ax: Any) -> Any:
     ``get_position`` tells only after a draw."""
     locator = ax.get_axes_locator()
     if locator is not None:
-        ax.apply_aspect(locator(ax, _renderer(ax.figure)))
+        ax.apply_aspect(locator(ax, _renderer(root_figure(ax))))
     return ax.get_position()
+
+
+def root_figure(artist: Any) -> Any:
+    """The top-level ``Figure`` an Axes (or a ``SubFigure``) is drawn on: an Axes of ``fig.subfigures()``
+    has the subfigure as its ``.figure``, which has no size of its own (``get_figwidth``)."""
+    from matplotlib.figure import Figure
+
+    fig = artist.figure
+    for _ in range(100):  # subfigures nest; each one's .figure is its parent (the root's is itself)
+        if isinstance(fig, Figure) or fig is None:
+            break
+        fig = fig.figure
+    return fig
 
 
 def _renderer(fig: Any) -> Any:
@@ -258,8 +271,9 @@ def lines_over(ax: Any) -> float:
     area. Matplotlib's grid (``ax.grid(True)``) on a template 1.1 inches wide is 10 %, 0.55 inches wide 19 %;
     a fourteenth hostile review's grid at every pixel, 4 points wide, over 100 %."""
     box = drawn_position(ax)
-    width = box.width * ax.figure.get_figwidth() * 72.0
-    height = box.height * ax.figure.get_figheight() * 72.0
+    fig = root_figure(ax)
+    width = box.width * fig.get_figwidth() * 72.0
+    height = box.height * fig.get_figheight() * 72.0
     covered = sum(g.get_linewidth() * height for g in ax.xaxis.get_gridlines() if g.get_visible())
     covered += sum(g.get_linewidth() * width for g in ax.yaxis.get_gridlines() if g.get_visible())
     covered += sum(t.get_markersize() * t.get_markeredgewidth() for t in _tick_lines(ax) if t.get_visible())
@@ -298,8 +312,9 @@ def text_over(ax: Any) -> float:
     the Axes' own (``ax.text``, ``annotate``), and its titles, axis labels and tick labels where moved into it
     (they sit outside the Axes where matplotlib puts them; a fifteenth hostile review moved an axis label of
     white blocks onto the image with ``set_label_coords``)."""
-    renderer = _renderer(ax.figure)
-    texts = [*ax.figure.texts, *_axes_texts(ax)]
+    fig = root_figure(ax)
+    renderer = _renderer(fig)
+    texts = [*fig.texts, *(ax.figure.texts if ax.figure is not fig else []), *_axes_texts(ax)]
     box = ax.get_window_extent(renderer)
     covered = 0.0
     for text in texts:
@@ -334,7 +349,7 @@ def covering_axes(ax: Any) -> list[Any]:
     """The Axes drawn over ``ax`` that paint something there, when together they cover more than 1 % of it (:func:`paints`): the other Axes
     of its figure drawn after it (a higher zorder, or the same and later in ``fig.axes``) and the inset Axes of
     ``ax`` and of those."""
-    fig = ax.figure
+    fig = root_figure(ax)
     order = list(fig.axes)
     mine = (ax.get_zorder(), order.index(ax) if ax in order else -1)
     above = list(ax.child_axes)

@@ -372,17 +372,20 @@ def grade_many(autograder_zip: Path, submissions: list[Path], out_dir: Path, job
         return grade_one(autograder_zip, Path(sub), out_dir / label, timeout, threads, runner, limits)
 
     bar = None
-    if progress and len(submissions) > 1:
+    lines = progress and len(submissions) > 1 and not sys.stderr.isatty()
+    if progress and len(submissions) > 1 and not lines:
         from tqdm import tqdm
 
         bar = tqdm(total=len(submissions), desc="grading", unit="submission", file=sys.stderr)
     results: list[GradeResult] = []
     cache = answers_cache.batch_folder(answers_dir) if runner == "judge" else answers_cache.without_folder()
     with cache, ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        for result in pool.map(work, zip(submissions, labels)):
+        for label, result in zip(labels, pool.map(work, zip(submissions, labels))):
             results.append(result)
             if bar is not None:
                 bar.update(1)
+            elif lines:  # a log file or a pipe: one line each, not a bar redrawn with carriage returns
+                print(f"graded {len(results)}/{len(submissions)}: {label}", file=sys.stderr, flush=True)
     if bar is not None:
         bar.close()
     write_csv(results, labels, out_dir / "scores.csv")

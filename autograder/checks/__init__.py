@@ -118,7 +118,12 @@ def expect_plain_image(where: str, ax: Any, image: Any) -> str | None:
 
     from autograder import figures
 
-    figures.settle(ax.figure)
+    fig = figures.root_figure(ax)
+    if "subfigure" in figures.figure_overlays(fig):
+        raise CheckFailure(f"the figure holding {where} is split into subfigures (fig.subfigures), which the grader "
+                           "does not read: draw the Axes on the figure itself (plt.subplots, or a gridspec, nested "
+                           "ones too).")
+    figures.settle(fig)
     if len(ax.images) != 1:
         raise CheckFailure(f"{where} holds {len(ax.images)} images: draw one (an image drawn over another hides it).")
     if not (image.get_visible() and ax.get_visible()):
@@ -150,18 +155,18 @@ def expect_plain_image(where: str, ax: Any, image: Any) -> str | None:
     if covering:
         raise CheckFailure(f"{where} is covered by {len(covering)} other Axes drawn over it: place nothing over "
                            "the image (a colour bar beside it is fine).")
-    extra = figures.figure_overlays(ax.figure)
+    extra = figures.figure_overlays(fig)
     if extra:
         raise CheckFailure(f"the figure holding {where} draws {_kinds(extra)} over its Axes, which can hide the "
                            "images: draw nothing on the figure itself (fig.suptitle and fig.text are fine).")
     box = figures.drawn_position(ax)
-    inches = (box.width * ax.figure.get_figwidth(), box.height * ax.figure.get_figheight())
+    inches = (box.width * fig.get_figwidth(), box.height * fig.get_figheight())
     if min(inches) < MIN_IMAGE_INCHES:
         raise CheckFailure(f"{where} is drawn only {inches[0]:.2g} by {inches[1]:.2g} inches: draw it at least "
                            f"{MIN_IMAGE_INCHES} inches on each side (the figure's default size is fine).")
     for problem in _problems(image, figures.image_problems) + _problems(ax, figures.axes_problems):
         raise CheckFailure(f"{where} {problem}.")
-    for problem in _problems(ax.figure, figures.figure_problems):
+    for problem in _problems(fig, figures.figure_problems):
         raise CheckFailure(f"the figure holding {where} {problem}.")
     return _colour_map_name(where, image)
 
@@ -202,9 +207,8 @@ def _expect_whole_view(where: str, ax: Any, width: int, height: int) -> None:
                            "imshow's limits.")
     # the pixels as drawn: at most 4 times taller than wide or wider than tall (aspect="auto" in a 40 by 1.6 inch
     # figure smeared them 70 to 1, a fourteenth review; set_aspect(5) stretched them 5 to 1)
-    box = figures.drawn_position(ax)
-    pixel = (box.height * ax.figure.get_figheight() / (y0 - y1)) / max(box.width * ax.figure.get_figwidth() / (x1 - x0),
-                                                                       1e-12)
+    box, fig = figures.drawn_position(ax), figures.root_figure(ax)
+    pixel = (box.height * fig.get_figheight() / (y0 - y1)) / max(box.width * fig.get_figwidth() / (x1 - x0), 1e-12)
     if not 0.25 <= pixel <= 4.0:
         raise CheckFailure(f"{where} is stretched: its pixels are drawn {pixel:.2g} times as tall as wide (set_aspect "
                            "or aspect='auto' in a long, flat Axes): keep imshow's aspect.")
@@ -287,7 +291,8 @@ def relative_distance(actual: Any, expected: Any) -> float:
     return (difference / max(sum(float((e.double() ** 2).sum()) for e in expected), 1e-300)) ** 0.5
 
 
-def _describe_type(value: Any) -> str:
+def describe_type(value: Any) -> str:
+    """``value``'s kind for a message, never its value: "a tensor of shape (2, 3) and dtype torch.float32", "a list"."""
     if isinstance(value, torch.Tensor):
         return f"a tensor of shape {tuple(value.shape)} and dtype {value.dtype}"
     if isinstance(value, np.ndarray):
@@ -315,7 +320,7 @@ def expect_type(name: str, value: Any, types: type | tuple[type, ...], what: str
     ok = isinstance(value, types) and not (isinstance(value, bool) and bool not in _as_tuple(types))
     if not ok:
         wanted = what or " or ".join(t.__name__ for t in _as_tuple(types))
-        raise CheckFailure(f"`{name}` should be {wanted}, but it is {_describe_type(value)}.")
+        raise CheckFailure(f"`{name}` should be {wanted}, but it is {describe_type(value)}.")
     return value
 
 
@@ -323,11 +328,34 @@ def _as_tuple(types: type | tuple[type, ...]) -> tuple[type, ...]:
     return types if isinstance(types, tuple) else (types,)
 
 
+def expect_array(name: str, value: Any, shape: tuple | None = None, complex_ok: bool = False,
+                 finite: bool = True) -> np.ndarray:
+    """A NumPy array answer, layer by layer: defined, type, shape, real (or complex) numeric dtype, finite.
+
+    Raises :class:`CheckFailure` naming ``name`` at the first layer that fails
+    (a torch tensor is refused: the assignment asks for NumPy).
+    """
+    expect_defined(name, value)
+    if isinstance(value, torch.Tensor):
+        raise CheckFailure(f"`{name}` should be a NumPy array, but it is a torch tensor: use NumPy only.")
+    if not isinstance(value, np.ndarray):
+        raise CheckFailure(f"`{name}` should be a NumPy array, but it is {describe_type(value)}.")
+    if shape is not None and tuple(value.shape) != tuple(shape):
+        raise CheckFailure(f"`{name}` has shape {value.shape}, but it should have shape {tuple(shape)}.")
+    kinds = "biufc" if complex_ok else "biuf"
+    if value.dtype.kind not in kinds:
+        raise CheckFailure(f"`{name}` has dtype {value.dtype}, but it should hold real numbers (float64).")
+    if finite and not np.isfinite(value).all():
+        bad = int((~np.isfinite(value)).sum())
+        raise CheckFailure(f"`{name}` holds {bad} NaN or infinite value(s).")
+    return value
+
+
 def expect_callable(name: str, value: Any) -> Callable:
     """Fail unless ``value`` is a function (anything callable)."""
     expect_defined(name, value)
     if not callable(value):
-        raise CheckFailure(f"`{name}` should be a function, but it is {_describe_type(value)}.")
+        raise CheckFailure(f"`{name}` should be a function, but it is {describe_type(value)}.")
     return value
 
 
@@ -356,7 +384,7 @@ def expect_tensor(
     expect_defined(name, value)
     if not isinstance(value, torch.Tensor):
         hint = " Convert it with torch.tensor(...) or torch.from_numpy(...)." if isinstance(value, (list, tuple, np.ndarray)) else ""
-        raise CheckFailure(f"`{name}` should be a torch tensor, but it is {_describe_type(value)}.{hint}")
+        raise CheckFailure(f"`{name}` should be a torch tensor, but it is {describe_type(value)}.{hint}")
     if shape is not None and tuple(value.shape) != tuple(shape):
         raise CheckFailure(f"`{name}` has shape {tuple(value.shape)}, but it should have shape {tuple(shape)}.")
     if dtype is not None and value.dtype != dtype:
@@ -378,7 +406,7 @@ def expect_number(name: str, value: Any, expected: float | None = None, abs_tol:
     """
     number = plain(name, value)
     if isinstance(number, bool) or not isinstance(number, Real):
-        raise CheckFailure(f"`{name}` should be a number, but it is {_describe_type(value)}.")
+        raise CheckFailure(f"`{name}` should be a number, but it is {describe_type(value)}.")
     number = float(number)
     if not math.isfinite(number):
         raise CheckFailure(f"`{name}` is {number}, not a finite number.")
@@ -394,7 +422,7 @@ def expect_int(name: str, value: Any, expected: int | None = None) -> int:
         if isinstance(number, float) and number.is_integer():
             number = int(number)
         else:
-            raise CheckFailure(f"`{name}` should be a whole number (int), but it is {_describe_type(value)}.")
+            raise CheckFailure(f"`{name}` should be a whole number (int), but it is {describe_type(value)}.")
     number = int(number)
     if expected is not None and number != expected:
         raise CheckFailure(f"`{name}` has the right type but the wrong value.")
@@ -405,7 +433,7 @@ def expect_bool(name: str, value: Any, expected: bool | None = None) -> bool:
     """Check a True/False answer (``bool``, NumPy bool or one-element bool tensor)."""
     flag = plain(name, value)
     if not isinstance(flag, (bool, np.bool_)):
-        raise CheckFailure(f"`{name}` should be True or False, but it is {_describe_type(value)}.")
+        raise CheckFailure(f"`{name}` should be True or False, but it is {describe_type(value)}.")
     if expected is not None and bool(flag) != expected:
         raise CheckFailure(f"`{name}` has the right type but the wrong value.")
     return bool(flag)
@@ -417,7 +445,7 @@ def plain(name: str, value: Any) -> Any:
     expect_defined(name, value)
     if isinstance(value, torch.Tensor):
         if value.numel() != 1:
-            raise CheckFailure(f"`{name}` should be a single number, but it is {_describe_type(value)}.")
+            raise CheckFailure(f"`{name}` should be a single number, but it is {describe_type(value)}.")
         return value.item()
     if isinstance(value, np.generic) or (isinstance(value, np.ndarray) and value.ndim == 0 and value.dtype != object):
         return value.item()

@@ -82,8 +82,9 @@ import torch
 
 from autograder.checks import (
     CheckFailure,
+    describe_type,
+    expect_array,
     expect_callable,
-    expect_defined,
     expect_int,
     expect_number,
     expect_type,
@@ -124,32 +125,6 @@ def _ref():
 
 
 # ---------------------------------------------------------------- helpers
-
-def _describe(value: Any) -> str:
-    if isinstance(value, np.ndarray):
-        return f"a NumPy array of shape {value.shape} and dtype {value.dtype}"
-    kind = type(value).__name__
-    return f"{'an' if kind[0].lower() in 'aeiou' else 'a'} {kind}"
-
-
-def expect_array(name: str, value: Any, shape: tuple | None = None, complex_ok: bool = False,
-                 finite: bool = True) -> np.ndarray:
-    """A NumPy array answer, layer by layer: defined, type, shape, real numeric dtype, finite."""
-    expect_defined(name, value)
-    if isinstance(value, torch.Tensor):
-        raise CheckFailure(f"`{name}` should be a NumPy array, but it is a torch tensor: use NumPy only.")
-    if not isinstance(value, np.ndarray):
-        raise CheckFailure(f"`{name}` should be a NumPy array, but it is {_describe(value)}.")
-    if shape is not None and tuple(value.shape) != tuple(shape):
-        raise CheckFailure(f"`{name}` has shape {value.shape}, but it should have shape {tuple(shape)}.")
-    kinds = "biufc" if complex_ok else "biuf"
-    if value.dtype.kind not in kinds:
-        raise CheckFailure(f"`{name}` has dtype {value.dtype}, but it should hold real numbers (float64).")
-    if finite and not np.isfinite(value).all():
-        bad = int((~np.isfinite(value)).sum())
-        raise CheckFailure(f"`{name}` holds {bad} NaN or infinite value(s).")
-    return value
-
 
 def _short(value: Any) -> str:
     if isinstance(value, (np.ndarray, torch.Tensor)):
@@ -474,7 +449,7 @@ def _own_gap_agrees(gap: float, target: Any, adapter: Any, tol: float) -> bool:
 def _fit_predict(fit, predict, adapter, model, X, Y, Xnew):
     params = call(f"fit('{model}', X, Y)", adapter, fit, model, X, Y)
     if not isinstance(params, np.ndarray):
-        raise CheckFailure(f"`fit('{model}', X, Y)` should return a NumPy array, but it returns {_describe(params)}.")
+        raise CheckFailure(f"`fit('{model}', X, Y)` should return a NumPy array, but it returns {describe_type(params)}.")
     got = call(f"predict('{model}', params, X)", adapter, predict, model, params, Xnew)
     shown = f"predict('{model}', fit('{model}', X, Y), X_new) with X of shape {X.shape}"
     return expect_array(shown, got, Xnew.shape), shown, params
@@ -915,21 +890,3 @@ def check_q8(err: Any, median: Any, err_min: Any, err_max: Any, fit, predict, re
                     mine = (slice(t_i, t_i + 1), slice(m_i, m_i + 1), slice(k, k + 1), slice(0, 1))
                     if _cells_agree(e[cell], own_cells[mine], (n,), models=(m,)):
                         raise CheckFailure(f"{message}; e.g. seed {s}, target {t!r}, model {m!r}, n = {n}.")
-
-
-# ---------------------------------------------------------------- public tests
-
-def public_defined(**names: Any) -> None:
-    """What ``grader.check`` runs for students: every name defined. Reveals no value."""
-    for name, value in names.items():
-        expect_defined(name, value)
-
-
-def public_array(name: str, value: Any, shape: tuple) -> None:
-    """Public: a NumPy array of the right shape. Reveals no value."""
-    expect_array(name, value, shape, complex_ok=True, finite=False)
-
-
-def public_function(name: str, func: Any) -> None:
-    """Public: the name is a function (the hidden tests call it)."""
-    expect_callable(name, func)

@@ -127,6 +127,7 @@ from autograder.checks import (
     relative_distance,
 )
 from autograder.checks.properties import given, run_property, seeded_images, st
+from autograder.public.telling_things_apart import weight_tensors
 
 PROB_ATOL, PROB_RTOL = 1e-6, 1e-5
 SHARE_TOL = 1e-5
@@ -193,8 +194,6 @@ def _data():
     return _reference().load_split()
 
 
-#: The shapes of ``mlp()``'s parameters, in ``model.parameters()`` order.
-WEIGHT_SHAPES = ((128, 784), (128,), (10, 128), (10,))
 #: Logits of the student's ``model`` (run in the student process) against the
 #: network rebuilt from ``weights`` (run here): the same float32 operations on
 #: another process, possibly at another thread count; they agree to about 1e-6.
@@ -216,21 +215,6 @@ MIN_CARRIED_ACCURACY = 0.5
 #: test ``fgsm`` on. A network trained by the recipe, or another way, has 100
 #: confident digits, all with a gradient.
 MIN_RESPONSIVE_DIGITS = 50
-
-
-def _weight_tensors(weights: Any) -> list[torch.Tensor] | None:
-    """The four tensors of ``weights`` (a ``state_dict()`` or a list of them) when shaped like ``mlp()``'s."""
-    if isinstance(weights, dict):
-        items = list(weights.values())
-    elif isinstance(weights, (list, tuple)):
-        items = list(weights)
-    else:
-        return None
-    if len(items) != len(WEIGHT_SHAPES) or not all(
-            isinstance(t, torch.Tensor) and tuple(t.shape) == shape and t.is_floating_point()
-            for t, shape in zip(items, WEIGHT_SHAPES)):
-        return None
-    return [t.detach().float() for t in items]
 
 
 def _rebuild(tensors: list[torch.Tensor]) -> nn.Module:
@@ -268,7 +252,7 @@ def _student_net(model: Any, weights: Any) -> nn.Module | None:
     gradient moves fewer than :data:`MIN_RESPONSIVE_DIGITS` confident digits
     (a saturated or flattened softmax, which leaves FGSM nothing to test).
     """
-    tensors = _weight_tensors(weights)
+    tensors = weight_tensors(weights)
     if tensors is None or not callable(model) or not all(bool(torch.isfinite(t).all()) for t in tensors):
         return None
     net = _rebuild(tensors)
@@ -550,7 +534,7 @@ def check_q4(model, weights, n_parameters, train_losses, train_accuracy, test_ac
     out = call_student("model", model, torch.zeros(2, 1, 28, 28))
     expect_tensor("model(a batch of 2 digits)", out, shape=(2, 10), requires_grad=None)
     expect_defined("weights", weights)
-    tensors = _weight_tensors(weights)
+    tensors = weight_tensors(weights)
     if tensors is None:
         raise CheckFailure("`weights` should be `model.state_dict()`: the four tensors of mlp(), shaped "
                            "(128, 784), (128,), (10, 128) and (10,).")
@@ -851,32 +835,3 @@ def check_q8(fgsm, confident, flip_rate, adversarial_l2, model, weights, mlp) ->
                            "with probability above 0.9, in test-set order.")
     expect_number("flip_rate", flip_rate, values["flip_rate"], abs_tol=FLIP_TOL)
     expect_number("adversarial_l2", adversarial_l2, values["adversarial_l2"], abs_tol=L2_TOL)
-
-
-# ---------------------------------------------------------------- public tests
-
-def public_defined(**names: Any) -> None:
-    """What ``grader.check`` runs for students: every name defined. Reveals no value."""
-    for name, value in names.items():
-        expect_defined(name, value)
-
-
-def public_tensor(name: str, value: Any, shape: tuple[int, ...], dtype: torch.dtype | None = torch.float32) -> None:
-    """Public: a tensor of the right shape (and dtype). Reveals no value."""
-    expect_tensor(name, value, shape=shape, dtype=dtype, finite=False, requires_grad=None)
-
-
-def public_function(name: str, func: Any, *args: Any) -> Any:
-    """Public: the function exists and runs on a small input without raising."""
-    return call_student(name, func, *args)
-
-
-def public_model(model: Any, weights: Any) -> None:
-    """Public: ``model`` maps a batch of digits to ten scores, ``weights`` holds four tensors shaped like mlp()'s."""
-    expect_callable("model", model)
-    out = call_student("model", model, torch.zeros(2, 1, 28, 28))
-    expect_tensor("model(a batch of 2 digits)", out, shape=(2, 10), requires_grad=None)
-    expect_defined("weights", weights)
-    if _weight_tensors(weights) is None:
-        raise CheckFailure("`weights` should be `model.state_dict()`: four tensors shaped (128, 784), (128,), "
-                           "(10, 128) and (10,).")

@@ -115,6 +115,7 @@ from autograder.checks import (
     relative_distance,
 )
 from autograder.checks.properties import given, run_property, seeded_images, st
+from autograder.public.when_it_fails import model_logits as _logits
 
 #: Accuracy of the chapter's MLP on the 200 validation images: eight seeds of
 #: the recipe span 0.74-0.77 around the reference's 0.755 (at most 0.015
@@ -283,22 +284,6 @@ def _data(X_tr, y_tr, X_val, y_val, X_test, y_test) -> dict[str, torch.Tensor]:
 
 def _trained(data: dict[str, torch.Tensor]) -> dict[str, Any]:
     return _reference().trained_answers(**data)
-
-
-def _logits(name: str, net: Any, X: torch.Tensor) -> torch.Tensor:
-    """The student's model called on ``X``: a ``(len(X), 10)`` tensor, or a CheckFailure naming ``name``.
-
-    Only :func:`_mlp` and the public tests call a student's network: every
-    score is computed on the judge's rebuild of it (:class:`MLP`).
-    """
-    expect_callable(name, net)
-    with torch.no_grad(), torch.random.fork_rng(devices=[]):
-        out = call_student(name, net, X)
-    if not isinstance(out, torch.Tensor) or tuple(out.shape) != (len(X), 10):
-        shown = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
-        raise CheckFailure(f"{quoted(name)} called on a batch of {len(X)} flattened images returned {shown}, "
-                           f"not a ({len(X)}, 10) tensor of logits.")
-    return out.detach()
 
 
 class MLP:
@@ -1280,26 +1265,3 @@ def _expect_rounded(name: str, value: Any, expected: float) -> None:
                for digits in range(7)):
         raise CheckFailure(f"`{name}` has the right type but the wrong value: count the weights only (no biases), "
                            "at 4 bytes each, in megabytes of 10^6 bytes (rounding is fine).")
-
-
-# ---------------------------------------------------------------- public tests
-
-def public_defined(**names: Any) -> None:
-    """What ``grader.check`` runs for students: every name defined. Reveals no value."""
-    for name, value in names.items():
-        expect_defined(name, value)
-
-
-def public_tensor(name: str, value: Any, shape: tuple[int, ...], dtype: torch.dtype = torch.float32) -> None:
-    """Public: a tensor of the right shape and dtype. Reveals no value."""
-    expect_tensor(name, value, shape=shape, dtype=dtype, requires_grad=None)
-
-
-def public_function(name: str, func: Any, *args: Any, **kwargs: Any) -> Any:
-    """Public: the function exists and runs on a small input without raising."""
-    return call_student(name, func, *args, **kwargs)
-
-
-def public_model(name: str, model: Any) -> None:
-    """Public: a model that maps a batch of flattened images to ten logits each."""
-    _logits(name, model, torch.zeros(2, 784))

@@ -37,7 +37,6 @@ from autograder.checks import (
     expect_bool,
     expect_callable,
     expect_close,
-    expect_defined,
     expect_equal,
     expect_int,
     expect_number,
@@ -609,21 +608,3 @@ def check_q5(counts, total_count, model_counts, row_shape, changed, at_272, at_2
     expect_int("changed", changed, a["changed"])
     expect_number("at_272", at_272, a["at_272"], abs_tol=ROUNDED_TOL)
     expect_number("at_274", at_274, a["at_274"], abs_tol=ROUNDED_TOL)
-
-
-# ---------------------------------------------------------------- public tests
-
-def public_defined(**names: Any) -> None:
-    """What ``grader.check`` runs for students: every name defined. Reveals no value."""
-    for name, value in names.items():
-        expect_defined(name, value)
-
-
-def public_tensor(name: str, value: Any, shape: tuple[int, ...], dtype: torch.dtype = torch.float32) -> None:
-    """Public: a tensor of the right shape and dtype. Reveals no value."""
-    expect_tensor(name, value, shape=shape, dtype=dtype)
-
-
-def public_function(name: str, func: Any, *args: Any) -> Any:
-    """Public: the function exists and runs on a small input without raising."""
-    return call_student(name, func, *args)

@@ -644,6 +644,44 @@ def test_q3_6_four_axes_fail(answers, figure_factory):
     assert actual.startswith(expected), f"expected {expected!r}, got {actual!r}"
 
 
+def _laid_out(x, vertical, horizontal, how: str):
+    """The lesson's three images in a layout of the student's choosing: the maps in a nested gridspec
+    (``subgridspec``), or in ``fig.subfigures``, which the checks do not read."""
+    edges, flat_edges = F.conv2d(x, vertical), F.conv2d(x, horizontal)
+    fig = plt.figure(figsize=(12, 4))
+    if how == "subfigures":
+        left, right = fig.subfigures(1, 2, width_ratios=[1, 2])
+        axes = [left.subplots(1, 1), *right.subplots(1, 2)]
+    else:
+        outer = fig.add_gridspec(1, 2, width_ratios=[1, 2])
+        inner = outer[1].subgridspec(1, 2)
+        axes = [fig.add_subplot(outer[0]), fig.add_subplot(inner[0]), fig.add_subplot(inner[1])]
+    axes[0].imshow(x[0, 0].numpy(), cmap="gray")
+    limit = edges.abs().max().item()
+    for ax, m in ((axes[1], edges), (axes[2], flat_edges)):
+        ax.imshow(m[0, 0].numpy(), cmap="coolwarm", vmin=-limit, vmax=limit)
+    return fig
+
+
+@pytest.mark.parametrize("crossed", [False, True], ids=["in_process", "crossed"])
+def test_q3_6_subfigures_fail_saying_so_and_nested_gridspecs_pass(answers, crossed):
+    """Session 8's review: an Axes of ``fig.subfigures`` has the subfigure as its ``.figure``, which has no size,
+    and the direct check raised AttributeError. Subfigures are refused with a message of their own; the same
+    layout as a nested gridspec passes."""
+    x, vertical, horizontal = answers["x"], answers["vertical"], answers["horizontal"]
+    subfigures, nested = _laid_out(x, vertical, horizontal, "subfigures"), _laid_out(x, vertical, horizontal, "nested")
+    try:
+        judged = (_crossed(subfigures), _crossed(nested)) if crossed else (subfigures, nested)
+        actual = failure_message(checks.check_q3_6, judged[0], x, vertical, horizontal)
+        nested_actual = checks.check_q3_6(judged[1], x, vertical, horizontal)
+    finally:
+        plt.close(subfigures)
+        plt.close(nested)
+    expected = "the figure holding `fig.axes[0]` is split into subfigures (fig.subfigures)"
+    assert actual.startswith(expected), f"expected {expected!r}, got {actual!r}"
+    assert nested_actual is None, "the lesson's three images in a nested gridspec should pass q3_6"
+
+
 def test_q3_6_maps_in_the_wrong_order_fail(answers):
     x, vertical, horizontal = answers["x"], answers["vertical"], answers["horizontal"]
     fig = lesson_figure(x, horizontal, vertical)  # horizontal map drawn where the vertical belongs

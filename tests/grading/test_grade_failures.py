@@ -246,6 +246,14 @@ def test_grade_many_labels_duplicates_and_writes_the_csv(dummy_zip, tmp_path):
     assert actual_rows == expected_rows, f"expected {expected_rows}, got {actual_rows}"
 
 
+def test_grade_many_logs_one_line_per_submission_when_stderr_is_not_a_terminal(dummy_zip, tmp_path, capsys):
+    """Session 8's newcomer read tqdm's carriage returns in the demo's log file: a log gets plain lines."""
+    submissions = [tmp_path / "a" / "hw.ipynb", tmp_path / "b" / "hw.ipynb"]
+    grade_many(dummy_zip, submissions, tmp_path / "graded", jobs=1, progress=True)
+    actual = capsys.readouterr().err
+    assert actual == "graded 1/2: hw\ngraded 2/2: hw-2\n", f"one line per submission expected, got {actual!r}"
+
+
 # ---------------------------------------------------------------- with the real autograder zip
 
 

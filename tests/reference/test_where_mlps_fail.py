@@ -783,14 +783,37 @@ def test_answers_at_one_thread_equal_two_threads(answers):
     assert not different, f"values differ between 1 and 2 threads: {different}"
 
 
+#: Retrained on CPU kernels other than those the committed weights were trained with (AVX-512 on session 9's
+#: Xeon), the linear model lands within float32 rounding of the committed one (4e-7 there: a convex problem),
+#: while the network's rounding differences grow over five epochs of Adam into another network of the same
+#: recipe (weights up to 0.2 apart, test accuracy 0.8711 against 0.8706). So bit-for-bit reproduction is
+#: asserted where the linear model comes back bit for bit (the same kernels), and otherwise the linear model to
+#: 1e-5 and both test accuracies to within 0.005 of the committed ones (half the lesson's allowance,
+#: ``test_models_score_within_0_01_of_the_lesson``).
+LINEAR_REPRODUCED_TOL, ACCURACY_REPRODUCED_TOL = 1e-5, 0.005
+
+
 def test_retraining_reproduces_the_committed_weights(tmp_path):
     from autograder.training import train_where_mlps_fail
 
     report = train_where_mlps_fail(tmp_path)
-    for path in (ref.NETWORK_FILE, ref.LINEAR_FILE):
-        expected = torch.load(path, weights_only=True)
-        actual = torch.load(tmp_path / path.name, weights_only=True)
-        assert actual.keys() == expected.keys(), f"{path.name}: keys {list(actual)} against {list(expected)}"
-        for key in expected:
-            assert torch.equal(actual[key], expected[key]), f"{path.name}: retrained {key} differs from the committed one"
-    assert (report["fashion_mlp.pt"], report["fashion_linear.pt"]) == (0.8706, 0.8401), f"report {report}"
+    expected = {p.name: torch.load(p, weights_only=True) for p in (ref.NETWORK_FILE, ref.LINEAR_FILE)}
+    actual = {name: torch.load(tmp_path / name, weights_only=True) for name in expected}
+    for name in expected:
+        assert actual[name].keys() == expected[name].keys(), \
+            f"{name}: keys {list(actual[name])} against {list(expected[name])}"
+    linear = ref.LINEAR_FILE.name
+    same_kernels = all(torch.equal(actual[linear][k], expected[linear][k]) for k in expected[linear])
+    if same_kernels:
+        for name in expected:
+            for key in expected[name]:
+                assert torch.equal(actual[name][key], expected[name][key]), \
+                    f"{name}: retrained {key} differs from the committed one (on the same CPU kernels)"
+        assert (report["fashion_mlp.pt"], report["fashion_linear.pt"]) == (0.8706, 0.8401), f"report {report}"
+    else:
+        for key in expected[linear]:
+            torch.testing.assert_close(actual[linear][key], expected[linear][key], rtol=0, atol=LINEAR_REPRODUCED_TOL,
+                                       msg=lambda m, key=key: f"{linear}: retrained {key} is not the committed one: {m}")
+        for name, committed in (("fashion_mlp.pt", 0.8706), ("fashion_linear.pt", 0.8401)):
+            assert abs(report[name] - committed) <= ACCURACY_REPRODUCED_TOL, \
+                f"{name} retrained scores {report[name]} on the test set, the committed weights {committed}"
