@@ -404,6 +404,11 @@ def _limit_resources_as_other_user() -> None:
         pass
 
 
+#: At most this many torch settings are remembered (a notebook that changes the thread count in every cell
+#: does not multiply the judge's retrainings).
+MAX_TORCH_STATES = 3
+
+
 class Session:
     """A student process that can be rebuilt: it remembers which cells ran and which were stopped."""
 
@@ -414,6 +419,9 @@ class Session:
         self.skipped: set[int] = set()
         self.last_failure: str | None = None  # why the last call stopped the process, for the calls after it
         self.restarts: list[str] = []  # why the process was restarted after the notebook ran, for the output
+        #: the torch settings (``[threads, default dtype]``) each cell left, distinct, in order; the last is the
+        #: one the judge's calls run in unless a call asks for another (:meth:`RemoteCallable.in_torch_state`)
+        self.torch_states: list[list] = []
 
     def remaining(self) -> float:
         return self.deadline_at - time.monotonic()
@@ -423,7 +431,21 @@ class Session:
         header, _ = self.process.request({"op": "exec", "source": self.cells[index]}, b"", limit,
                                          what=f"running code cell {index + 1}", interrupt=True)
         error = header.get("error")
+        self._note_torch_state(header.get("torch_state"))
         return CellRecord(index, None if error is None else str(error)[:4000], None, str(header.get("output", ""))[:65536])
+
+    def _note_torch_state(self, state: Any) -> None:
+        """Keep a cell's torch settings (:data:`MAX_TORCH_STATES` distinct at most), the latest last."""
+        from autograder.worker import DEFAULT_DTYPES
+
+        if not (isinstance(state, list) and len(state) == 2 and isinstance(state[0], int)
+                and not isinstance(state[0], bool) and 1 <= state[0] <= 256 and state[1] in DEFAULT_DTYPES):
+            return
+        if state in self.torch_states:
+            self.torch_states.remove(state)
+        elif len(self.torch_states) >= MAX_TORCH_STATES:
+            self.torch_states.pop(0)
+        self.torch_states.append(state)
 
     def run_all(self) -> None:
         """Execute every cell once, in order, until the deadline."""
@@ -534,7 +556,27 @@ class RemoteCallable(channel.Handle):
     def __repr__(self) -> str:
         return f"<student {self._kind or 'function'} {self.__name__}>"
 
+    def other_torch_states(self) -> list[list]:
+        """The torch settings (``[threads, default dtype]``) the notebook's cells ran in besides the one its last
+        cell left, which is the one calls run in: a network trained in an earlier cell may only be reproduced in
+        the settings of that cell (``torch.set_num_threads(1)`` in the last cell changes a float32 training's
+        last bits)."""
+        states = getattr(self._session, "torch_states", None) or []
+        return [list(s) for s in states[:-1]]
+
+    def in_torch_state(self, state: list) -> Callable:
+        """This function, called under the torch settings ``state`` (one of :meth:`other_torch_states`), which
+        the student process restores after the call."""
+        def call(*args, **kwargs):
+            return self._call(args, kwargs, state)
+
+        call.__name__ = self.__name__
+        return call
+
     def __call__(self, *args, **kwargs):
+        return self._call(args, kwargs, None)
+
+    def _call(self, args: tuple, kwargs: dict, torch_state: list | None):
         process = self._session.process
         if process.generation != self._generation or not process.alive:
             why = f" ({self._session.last_failure})" if self._session.last_failure else ""
@@ -543,7 +585,10 @@ class RemoteCallable(channel.Handle):
         self.mutated_arguments = []
         what = f"calling {self.__name__}"
         try:
-            header, body = process.request({"op": "call", "handle": self._handle}, payload,
+            request = {"op": "call", "handle": self._handle}
+            if torch_state is not None:
+                request["torch_state"] = list(torch_state)
+            header, body = process.request(request, payload,
                                            self._session.call_timeout(what), what=what)
         except StudentFailure as failure:
             self._session.last_failure = str(failure)

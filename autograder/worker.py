@@ -19,6 +19,7 @@ only ever receives data from it.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import socket
@@ -81,6 +82,7 @@ def main(fd: int) -> None:
             finally:
                 sys.stdout, sys.stderr = real_stdout, real_stderr
             reply["output"] = out.value()
+            reply["torch_state"] = _torch_state()
             channel.send(sock, reply)
         elif op == "get":
             encoded = {}
@@ -99,7 +101,8 @@ def main(fd: int) -> None:
                 args, kwargs = channel.load(payload)
                 args = [_resolve(a, handles) for a in args]
                 before = _fingerprints(args, kwargs)
-                result = func(*args, **kwargs)
+                with _in_torch_state(request.get("torch_state")):
+                    result = func(*args, **kwargs)
                 changed = [key for key, print_ in _fingerprints(args, kwargs).items() if before.get(key) != print_]
                 channel.send(sock, {"op": "result", "mutated": changed},
                              channel.dump(channel.encode(result, handles)))
@@ -109,6 +112,41 @@ def main(fd: int) -> None:
                                     "where": traceback.format_exc(limit=-3)[-4000:]})
         elif op == "bye":
             return
+
+
+#: The default dtypes a call may be asked to run under (``torch.set_default_dtype`` takes floating types only).
+DEFAULT_DTYPES = ("torch.float32", "torch.float64", "torch.float16", "torch.bfloat16")
+
+
+def _torch_state() -> list | None:
+    """``[threads, default dtype]``: the torch settings the cells left, which change a float32 training's last
+    bits (the judge may retrain a network in each setting the notebook's cells ran in)."""
+    import torch
+
+    try:
+        return [torch.get_num_threads(), str(torch.get_default_dtype())]
+    except Exception:  # noqa: BLE001 - a student may have replaced these functions
+        return None
+
+
+@contextlib.contextmanager
+def _in_torch_state(state):
+    """Run a call under ``state`` (``[threads, default dtype]`` as :func:`_torch_state` gave it), the settings
+    restored afterwards; ``None`` (or anything else) runs it as things stand."""
+    import torch
+
+    if not (isinstance(state, list) and len(state) == 2 and isinstance(state[0], int) and 1 <= state[0] <= 256
+            and state[1] in DEFAULT_DTYPES):
+        yield
+        return
+    threads, dtype = torch.get_num_threads(), torch.get_default_dtype()
+    torch.set_num_threads(state[0])
+    torch.set_default_dtype(getattr(torch, state[1].removeprefix("torch.")))
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+        torch.set_default_dtype(dtype)
 
 
 def _fingerprints(args, kwargs) -> dict:
