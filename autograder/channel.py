@@ -23,6 +23,7 @@ import json
 import math
 import socket
 import struct
+from collections import OrderedDict
 from typing import Any
 
 import torch
@@ -147,12 +148,16 @@ def encode(value: Any, handles: dict[int, Any], depth: int = 0) -> Any:
         return {KIND: "ndarray", "data": torch.from_numpy(np.ascontiguousarray(value).copy())}
     if isinstance(value, np.generic):
         return {KIND: "npscalar", "value": value.item(), "dtype": str(value.dtype)}
-    if type(value) in (list, tuple, set, frozenset):
-        items = [encode(v, handles, depth + 1) for v in value]
-        return {KIND: type(value).__name__, "items": items}
-    if type(value) is dict or type(value).__name__ == "OrderedDict":
+    # containers, subclasses too (defaultdict, Counter, a namedtuple, torch.return_types.max: honest answers
+    # that crossed as opaque and failed "should be a dict", a sixteenth hostile review), sent as the plain
+    # container they are, their contents read through the base type (not a subclass's own items() or __iter__)
+    for base in (list, tuple, set, frozenset):
+        if isinstance(value, base):
+            return {KIND: base.__name__, "items": [encode(v, handles, depth + 1) for v in base.__iter__(value)]}
+    if isinstance(value, dict):
+        items = OrderedDict.items(value) if isinstance(value, OrderedDict) else dict.items(value)
         return {KIND: "dict", "items": [(encode(k, handles, depth + 1), encode(v, handles, depth + 1))
-                                        for k, v in value.items()]}
+                                        for k, v in items]}
     figure = _encode_figure(value)
     if figure is not None:
         return figure
@@ -252,7 +257,7 @@ def _axes_drawing(ax: Any) -> dict:
                       ("overlays", lambda: figures.axes_overlays(ax)),
                       ("problems", lambda: figures.axes_problems(ax)),
                       ("insets", lambda: [{"position": _bounds(child), "paints": figures.paints(child)}
-                                          for child in ax.child_axes[:MAX_AXES]])))
+                                          for child in figures.descendant_axes(ax)[:MAX_AXES]])))
 
 
 def _bounds(ax: Any) -> list[float]:

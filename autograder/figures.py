@@ -177,6 +177,9 @@ def axes_problems(ax: Any) -> list[str]:
     grid = [g for g in (*ax.xaxis.get_gridlines(), *ax.yaxis.get_gridlines()) if g.get_visible()]
     if any(g.get_linewidth() > MAX_GRID_WIDTH for g in grid):
         decorations.append(f"grid lines wider than {MAX_GRID_WIDTH:g} points")
+    # a grid line is a Line2D: a sixteenth hostile review drew a white square 150 points wide at each of its ends
+    if not all(isinstance(g.get_marker(), (str, type(None))) and g.get_marker() in NO_MARKER for g in grid):
+        decorations.append("grid lines drawn with markers")
     decorations += sorted({p for p in map(_text_problem, _axes_texts(ax)) if p})
     if not all(map(plain_path_effects, [*spines, *ticks, *grid])):
         decorations.append("spines, tick marks or grid lines with path effects")
@@ -280,6 +283,8 @@ def lines_over(ax: Any) -> float:
     return covered / max(width * height, 1e-9)
 
 
+#: What a line without markers has as its marker (matplotlib's grid lines have none).
+NO_MARKER = ("", " ", "None", "none", None)
 #: The markers matplotlib draws tick marks with (TICKLEFT, TICKRIGHT, TICKUP, TICKDOWN; "|" and "_" for ticks
 #: drawn in and out), and none.
 TICK_MARKERS = (0, 1, 2, 3, "|", "_", "", " ", "None", "none", None)
@@ -295,10 +300,37 @@ def _plain_tick_marker(tick: Any) -> bool:
 
 
 def _axes_texts(ax: Any) -> list[Any]:
-    """Every text of ``ax``: its three titles (centre, left, right), axis labels, tick labels and ``ax.texts``."""
+    """Every text of ``ax``: its three titles (centre, left, right), axis labels, tick labels (major and minor),
+    the axes' offset texts (the "1e3" matplotlib puts at an axis' end) and ``ax.texts``. A sixteenth hostile
+    review covered the templates with a minor tick label and with an offset text, 300 points each."""
     titles = [getattr(ax, "_left_title", None), getattr(ax, "_right_title", None)]
+    for axis in (ax.xaxis, ax.yaxis):  # the offset text gets its string only when drawn: set it as a draw would
+        try:
+            axis._update_ticks()
+            axis.offsetText.set_text(axis.major.formatter.get_offset())
+        except Exception:  # noqa: BLE001 - a student's formatter may raise; its offset text is then read as it is
+            pass
     return [ax.title, *(t for t in titles if t is not None), ax.xaxis.label, ax.yaxis.label,
-            *ax.get_xticklabels(), *ax.get_yticklabels(), *ax.texts]
+            *ax.get_xticklabels(), *ax.get_yticklabels(),
+            *ax.get_xticklabels(minor=True), *ax.get_yticklabels(minor=True),
+            ax.xaxis.get_offset_text(), ax.yaxis.get_offset_text(), *ax.texts]
+
+
+#: At most this many levels of inset Axes are followed (an inset of an inset of ...), and this many in all.
+MAX_INSET_DEPTH, MAX_INSETS = 8, 64
+
+
+def descendant_axes(ax: Any) -> list[Any]:
+    """The inset Axes of ``ax`` (``ax.inset_axes``), of those, and so on: matplotlib draws each over its parent.
+    A sixteenth hostile review hid the templates under an inset of an inset (the first painting nothing, the
+    second a white background), when only ``ax.child_axes`` were read."""
+    found, level = [], list(getattr(ax, "child_axes", []))
+    for _ in range(MAX_INSET_DEPTH):
+        if not level or len(found) >= MAX_INSETS:
+            break
+        found += level
+        level = [child for parent in level for child in getattr(parent, "child_axes", [])]
+    return found[:MAX_INSETS]
 
 
 def _tick_lines(ax: Any) -> list[Any]:
@@ -352,10 +384,10 @@ def covering_axes(ax: Any) -> list[Any]:
     fig = root_figure(ax)
     order = list(fig.axes)
     mine = (ax.get_zorder(), order.index(ax) if ax in order else -1)
-    above = list(ax.child_axes)
+    above = descendant_axes(ax)
     for index, other in enumerate(order):
         if other is not ax and (other.get_zorder(), index) > mine:
-            above += [other, *other.child_axes]
+            above += [other, *descendant_axes(other)]
     box = drawn_position(ax)
     area = box.width * box.height
     out, covered = [], 0.0

@@ -141,3 +141,41 @@ def test_a_figure_with_a_forged_grid_position_is_placed_side_by_side(grid):
     encoded = {channel.KIND: "figure", "axes": [{"images": [], "title": "", "grid": grid}]}
     actual = channel.decode(encoded, _Handle)
     assert tuple(actual.axes[0].get_subplotspec().get_geometry()) == (1, 1, 0, 0), f"grid {grid!r} should be refused"
+
+
+class _LyingDict(dict):
+    def items(self):
+        return [("forged", 1.0)]
+
+
+class _LyingList(list):
+    def __iter__(self):
+        return iter([0.0])
+
+
+def test_container_subclasses_cross_as_the_plain_containers_they_are():
+    """A sixteenth hostile review: ``defaultdict(float)`` crossed as opaque, and honest answers lost q1_3 and q2_1
+    ("should be a dict, but it is an Opaque") though ``grader.check`` had passed them in the student's kernel."""
+    from collections import Counter, OrderedDict, defaultdict, namedtuple
+
+    accuracies = defaultdict(float)
+    accuracies[(3, 1)] = 0.75
+    Pair = namedtuple("Pair", "before after")
+    values = torch.tensor([[1.0, 5.0], [7.0, 2.0]])
+    cases = [
+        (accuracies, {(3, 1): 0.75}),
+        (Counter("aab"), {"a": 2, "b": 1}),
+        (OrderedDict([("b", 1), ("a", 2)]), {"b": 1, "a": 2}),
+        (Pair(0.9, 0.3), (0.9, 0.3)),
+        (_LyingDict(real=2.0), {"real": 2.0}),
+        (_LyingList([1.0, 2.0]), [1.0, 2.0]),
+    ]
+    for value, expected in cases:
+        actual, _ = _cross(value)
+        assert type(actual) is type(expected) and actual == expected, \
+            f"{type(value).__name__} should cross as {expected!r}, got {actual!r}"
+        if isinstance(expected, dict):
+            assert list(actual) == list(expected), f"{type(value).__name__}: the keys' order changed: {list(actual)}"
+    actual, _ = _cross(values.max(dim=1))  # torch.return_types.max: a tuple of (values, indices)
+    assert type(actual) is tuple and torch.equal(actual[0], torch.tensor([5.0, 7.0])) \
+        and torch.equal(actual[1], torch.tensor([1, 0])), f"torch.return_types.max crossed as {actual!r}"

@@ -717,6 +717,41 @@ def _sixty_more_spines(ax, shown, row):
         ax.spines[f"extra{k}"] = spine
 
 
+def _inset_of_an_inset(ax, shown, row):
+    """A sixteenth hostile review's: an inset painting nothing, holding a white inset over the template."""
+    cover = ax.inset_axes([0, 0, 1, 1])
+    cover.axis("off")
+    blank = cover.inset_axes([0, 0, 1, 1])
+    blank.set_xticks([])
+    blank.set_yticks([])
+
+
+def _grid_with_square_markers(ax, shown, row):
+    """A sixteenth hostile review's: thin white grid lines, each with a white square 150 points wide at its ends."""
+    ax.grid(True, color="w", linewidth=1)
+    for line in (*ax.xaxis.get_gridlines(), *ax.yaxis.get_gridlines()):
+        line.set(marker="s", markersize=150, markerfacecolor="w", markeredgecolor="w")
+
+
+def _minor_tick_label_block(ax, shown, row):
+    """A sixteenth hostile review's: one minor tick label, a white block of 150 points, pulled onto the image."""
+    from matplotlib.ticker import FixedFormatter, FixedLocator
+
+    ax.xaxis.set_minor_locator(FixedLocator([13.5]))
+    ax.xaxis.set_minor_formatter(FixedFormatter(["\u2588"]))
+    ax.tick_params(axis="x", which="minor", labelsize=150, labelcolor="w", pad=-120)
+
+
+def _offset_text_block(ax, shown, row):
+    """A sixteenth hostile review's: the y axis' offset text ("1e3"), a white block of 150 points hanging down."""
+    from matplotlib.ticker import FuncFormatter
+
+    formatter = FuncFormatter(lambda v, p: "")
+    formatter.set_offset_string("\u2588")
+    ax.yaxis.set_major_formatter(formatter)
+    ax.yaxis.get_offset_text().set(fontsize=150, color="w", verticalalignment="top")
+
+
 def _square_tick_marks(ax, shown, row):
     """A fifteenth hostile review's: tick marks drawn as squares scaled 100 times, their marker size unchanged."""
     from matplotlib.markers import MarkerStyle
@@ -928,6 +963,14 @@ TEMPLATE_FIGURES = {
     "tick_marks_as_squares_scaled_100_times": ({"after": _square_tick_marks},
                                                "`fig_templates`' image 0 has tick marks drawn with markers of their"),
     "ticks_in_and_out": ({"after": lambda ax, shown, row: ax.tick_params(direction="inout")}, None),
+    # the sixteenth review's: decorations the checks did not read
+    "inset_of_an_inset": ({"after": _inset_of_an_inset}, "`fig_templates`' image 0 is covered by 1 other Axes"),
+    "grid_with_square_markers": ({"after": _grid_with_square_markers},
+                                 "`fig_templates`' image 0 has grid lines drawn with markers"),
+    "minor_tick_label_block": ({"after": _minor_tick_label_block},
+                               "`fig_templates`' image 0 has text larger than 40 points"),
+    "offset_text_block": ({"after": _offset_text_block}, "`fig_templates`' image 0 has text larger than 40 points"),
+    "thin_grid_and_minor_ticks": ({"after": lambda ax, shown, row: (ax.grid(True), ax.minorticks_on())}, None),
     "figure_text_block": ({"after": lambda ax, shown, row: ax.figure.text(0.5, 0.5, "\u2588", fontsize=600)},
                           "the figure holding `fig_templates`' image 0 has text larger than 40 points on it"),
 }
