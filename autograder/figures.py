@@ -287,7 +287,7 @@ def lines_over(ax: Any) -> float:
 NO_MARKER = ("", " ", "None", "none", None)
 #: The markers matplotlib draws tick marks with (TICKLEFT, TICKRIGHT, TICKUP, TICKDOWN; "|" and "_" for ticks
 #: drawn in and out), and none.
-TICK_MARKERS = (0, 1, 2, 3, "|", "_", "", " ", "None", "none", None)
+TICK_MARKERS = (0, 1, 2, 3, "|", "_", *NO_MARKER)
 
 
 def _plain_tick_marker(tick: Any) -> bool:

@@ -436,10 +436,9 @@ class Session:
 
     def _note_torch_state(self, state: Any) -> None:
         """Keep a cell's torch settings (:data:`MAX_TORCH_STATES` distinct at most), the latest last."""
-        from autograder.worker import DEFAULT_DTYPES
+        from autograder.worker import valid_torch_state
 
-        if not (isinstance(state, list) and len(state) == 2 and isinstance(state[0], int)
-                and not isinstance(state[0], bool) and 1 <= state[0] <= 256 and state[1] in DEFAULT_DTYPES):
+        if not valid_torch_state(state):
             return
         if state in self.torch_states:
             self.torch_states.remove(state)

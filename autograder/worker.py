@@ -129,14 +129,20 @@ def _torch_state() -> list | None:
         return None
 
 
+def valid_torch_state(state) -> bool:
+    """Whether ``state`` is ``[threads, default dtype]`` as :func:`_torch_state` gives it: 1 to 256 threads, one
+    of :data:`DEFAULT_DTYPES` (the judge keeps, and the student process applies, nothing else)."""
+    return (isinstance(state, list) and len(state) == 2 and type(state[0]) is int and 1 <= state[0] <= 256
+            and state[1] in DEFAULT_DTYPES)
+
+
 @contextlib.contextmanager
 def _in_torch_state(state):
     """Run a call under ``state`` (``[threads, default dtype]`` as :func:`_torch_state` gave it), the settings
     restored afterwards; ``None`` (or anything else) runs it as things stand."""
     import torch
 
-    if not (isinstance(state, list) and len(state) == 2 and isinstance(state[0], int) and 1 <= state[0] <= 256
-            and state[1] in DEFAULT_DTYPES):
+    if not valid_torch_state(state):
         yield
         return
     threads, dtype = torch.get_num_threads(), torch.get_default_dtype()
