@@ -246,10 +246,11 @@ def _drawing(image: Any, ax: Any) -> dict:
 
 
 def _axes_drawing(ax: Any) -> dict:
-    """How ``ax`` shows its images: view limits, aspect, position in the figure (figure fraction, where it is
-    drawn), zorder, whether it paints a background, what else it draws, and where its inset Axes are and whether
-    they paint anything (:mod:`autograder.figures`)."""
-    return _readable((("view", lambda: [float(v) for v in (*ax.get_xlim(), *ax.get_ylim())]),
+    """How ``ax`` shows its images: whether it is drawn at all, view limits, aspect, position in the figure
+    (figure fraction, where it is drawn), zorder, whether it paints a background, what else it draws, and where
+    its inset Axes are and whether they paint anything (:mod:`autograder.figures`)."""
+    return _readable((("visible", lambda: bool(ax.get_visible())),
+                      ("view", lambda: [float(v) for v in (*ax.get_xlim(), *ax.get_ylim())]),
                       ("aspect", lambda: "auto" if ax.get_aspect() == "auto" else float(ax.get_aspect())),
                       ("position", lambda: _bounds(ax)),
                       ("zorder", lambda: float(ax.get_zorder())),
@@ -459,6 +460,8 @@ def _arrange(ax: Any, ax_data: dict) -> None:
     from matplotlib.axes import Axes
 
     _stand_ins(ax, ax_data.get("overlays"), figure=False)
+    if ax_data.get("visible") is False:
+        ax.set_visible(False)
     view = ax_data.get("view")
     if _floats(view, 4) and view[0] != view[1] and view[2] != view[3]:
         ax.set_xlim(view[0], view[1])

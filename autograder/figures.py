@@ -401,3 +401,29 @@ def covering_axes(ax: Any) -> list[Any]:
             out.append(other)
             covered += width * height
     return out if covered > 0.01 * area else []  # strips add up (a fourteenth review laid many under 1 % each)
+
+
+def grid_cells(axes: list[Any]) -> tuple[int, int, list[tuple[int, int]]]:
+    """The grid ``axes`` are drawn in, read from where each is drawn (:func:`drawn_position`), not from how it
+    was made: ``(rows, columns, cells)``, with ``cells[k]`` the (row, column) of ``axes[k]``, rows counted from
+    the top and columns from the left. Axes whose centres are less than half an Axes' (median) width apart
+    across, or height apart up and down, share a column or row. So ``plt.subplots(4, 4)``, ``ImageGrid`` and
+    sixteen hand-placed ``fig.add_axes`` in four rows all read as 4 by 4, and a row of sixteen as 1 by 16.
+
+    Raises ``ValueError`` for an empty ``axes``."""
+    if not axes:
+        raise ValueError("grid_cells needs at least one Axes")
+    boxes = [drawn_position(ax) for ax in axes]
+
+    def bands(centres: list[float], sizes: list[float]) -> tuple[int, list[int]]:
+        tolerance = 0.5 * sorted(sizes)[len(sizes) // 2]
+        index, band, last = [0] * len(centres), -1, None
+        for k in sorted(range(len(centres)), key=centres.__getitem__):
+            if last is None or centres[k] - last > tolerance:
+                band += 1
+            index[k], last = band, centres[k]
+        return band + 1, index
+
+    rows, row_of = bands([-(b.y0 + b.y1) / 2 for b in boxes], [b.height for b in boxes])
+    columns, column_of = bands([(b.x0 + b.x1) / 2 for b in boxes], [b.width for b in boxes])
+    return rows, columns, list(zip(row_of, column_of))

@@ -929,6 +929,8 @@ def check_q6(fig_templates, net_weights) -> None:
     import matplotlib
     from matplotlib.figure import Figure
 
+    from autograder import figures
+
     expect_type("fig_templates", fig_templates, Figure, what="a matplotlib Figure (fig, axes = plt.subplots(4, 4))")
     weights = _weights_used(net_weights)
     if weights is None:
@@ -938,16 +940,16 @@ def check_q6(fig_templates, net_weights) -> None:
     shown = [ax.images[0] for ax in drawn]
     if len(shown) != 16:
         raise CheckFailure(f"`fig_templates` shows {len(shown)} image(s), but it should show 16 templates, one per Axes.")
-    corner = None  # the grid cell of template 0: a wider grid may hold a colour bar's column beside the 4 by 4
-    for i, ax in enumerate(drawn):  # a tenth hostile review drew them in a row of 16 (and in grey): the 4 by 4 grid
-        spec = ax.get_subplotspec()
-        rows, columns, first, last = spec.get_topmost_subplotspec().get_geometry() if spec else (0, 0, -1, -1)
-        if rows < 4 or columns < 4:
-            where = f"a {rows} by {columns} grid" if spec else "an Axes placed by hand"
-            raise CheckFailure(f"`fig_templates`' template {i} is in {where}, not in a 4 by 4 grid of Axes: "
-                               "fig_templates, axes = plt.subplots(4, 4), row i in axes.flat[i].")
-        corner = divmod(first, columns) if corner is None else corner
-        if first != last or divmod(first, columns) != (corner[0] + i // 4, corner[1] + i % 4):
+    # a tenth hostile review drew them in a row of 16 (and in grey): the 4 by 4 grid, read from where each Axes
+    # is drawn, so that ImageGrid, hand-placed Axes and a column of colour bars beside the grid pass alike
+    figures.settle(figures.root_figure(drawn[0]))
+    rows, columns, cells = figures.grid_cells(drawn)
+    if (rows, columns) != (4, 4):
+        raise CheckFailure(f"`fig_templates`' 16 templates are drawn in {rows} row(s) and {columns} column(s) of "
+                           "Axes, not in a 4 by 4 grid: fig_templates, axes = plt.subplots(4, 4), row i in "
+                           "axes.flat[i].")
+    for i, cell in enumerate(cells):
+        if cell != divmod(i, 4):
             raise CheckFailure(f"`fig_templates`' template {i} is not in cell {i} of the 4 by 4 grid (reading order): "
                                "row i in axes.flat[i].")
     for i, (ax, image) in enumerate(zip(drawn, shown)):

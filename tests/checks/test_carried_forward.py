@@ -536,19 +536,33 @@ def _wif_weights(kind: str) -> list[torch.Tensor]:
 
 def _templates(first: torch.Tensor, limit: float | None = None, cmap: Any = "coolwarm", grid=(4, 4),
                colour_bars: bool = False, column_order: bool = False, centre: float | None = None,
-               imshow: dict | None = None, after: Callable | None = None, norm: Callable | None = None):
+               imshow: dict | None = None, after: Callable | None = None, norm: Callable | None = None,
+               made_by: str = "subplots"):
     """Figure 6.2 for the first weight ``first``: each row on its own largest absolute weight, or on ``limit``,
     in a ``grid`` of Axes (rows, columns) made in reading order (or 4 by 4 made down the columns), each with a
     colour bar of its own when ``colour_bars``. ``centre``: a ``TwoSlopeNorm`` whose middle colour is at
     ``centre`` times the limit instead of ``vmin`` and ``vmax``; ``norm(limit)``: a norm instead of them;
     ``imshow``: more keyword arguments to it; ``after(ax, image, row)``: called on each Axes once its template
-    is drawn."""
+    is drawn. ``made_by``: the grid's Axes made by ``plt.subplots``, by ``ImageGrid`` (``"ImageGrid"``, with
+    one colour bar, or ``"ImageGrid_bare"`` without) or placed by hand with ``fig.add_axes`` (``"add_axes"``)."""
     import matplotlib.pyplot as plt
     from matplotlib.colors import TwoSlopeNorm
 
     if column_order:  # Axes made one by one down the columns: the i-th Axes of the figure holds row i
         fig = plt.figure()
         axes = [fig.add_subplot(4, 4, 4 * (k % 4) + k // 4 + 1) for k in range(16)]
+    elif made_by.startswith("ImageGrid"):
+        from mpl_toolkits.axes_grid1 import ImageGrid
+
+        fig = plt.figure(figsize=(6, 6))
+        axes = list(ImageGrid(fig, 111, nrows_ncols=grid, axes_pad=0.1,
+                              cbar_mode=None if made_by == "ImageGrid_bare" else "single"))
+    elif made_by == "add_axes":  # in reading order, from the top left, with a gap of a tenth of a cell
+        fig = plt.figure()
+        rows, columns = grid
+        width, height = 0.9 / columns, 0.9 / rows
+        axes = [fig.add_axes((0.05 + width * (k % columns), 0.95 - height * (k // columns + 1),
+                              0.9 * width, 0.9 * height)) for k in range(rows * columns)]
     else:
         fig, grid_of_axes = plt.subplots(*grid)
         axes = list(grid_of_axes.flat)
@@ -562,6 +576,8 @@ def _templates(first: torch.Tensor, limit: float | None = None, cmap: Any = "coo
         shown = ax.imshow(row, cmap=cmap, **scale, **(imshow or {}))
         if colour_bars:
             fig.colorbar(shown, ax=ax)
+        if made_by == "ImageGrid" and i == 0:
+            ax.cax.colorbar(shown)
         if after is not None:
             after(ax, shown, row)
     return fig
@@ -823,9 +839,17 @@ TEMPLATE_FIGURES = {
     "colour_bars": ({"colour_bars": True}, None),
     "gray": ({"cmap": "gray"}, "`fig_templates`' image 0 is drawn with the colour map 'gray', which is not a diverging"),
     "viridis_in_a_row": ({"cmap": "viridis", "grid": (1, 16)},
-                         "`fig_templates`' template 0 is in a 1 by 16 grid, not in a 4 by 4 grid of Axes"),
-    "two_rows_of_eight": ({"grid": (2, 8)}, "`fig_templates`' template 0 is in a 2 by 8 grid, not in a 4 by 4 grid"),
+                         "`fig_templates`' 16 templates are drawn in 1 row(s) and 16 column(s) of Axes, not in a 4 by 4"),
+    "two_rows_of_eight": ({"grid": (2, 8)},
+                          "`fig_templates`' 16 templates are drawn in 2 row(s) and 8 column(s) of Axes, not in a 4 by 4"),
     "column_order": ({"column_order": True}, "`fig_templates`' template 1 is not in cell 1 of the 4 by 4 grid"),
+    # the grid is read from where the Axes are drawn (the sixteenth session's notes: ImageGrid and Axes placed by
+    # hand in four rows of four were refused as "not a 4 by 4 grid", and crossed as "a 1 by 32 grid")
+    "ImageGrid_with_a_colour_bar": ({"cmap": "RdBu_r", "limit": 1.0, "made_by": "ImageGrid"}, None),
+    "ImageGrid_bare": ({"made_by": "ImageGrid_bare"}, None),
+    "placed_by_hand": ({"made_by": "add_axes"}, None),
+    "placed_by_hand_in_a_row": ({"made_by": "add_axes", "grid": (2, 8)},
+                                "`fig_templates`' 16 templates are drawn in 2 row(s) and 8 column(s) of Axes"),
     # the eleventh review's: drawn right by the array and the limits, wrong on the page
     "RdBu_r_in_11_levels": ({"cmap": _resampled("RdBu_r", 11)}, None),
     "grey_named_RdBu_r": ({"cmap": _grey_named("RdBu_r")},
@@ -908,8 +932,10 @@ TEMPLATE_FIGURES = {
                 "`fig_templates`' image 0 is blurred"),
     "log_scale": ({"after": lambda ax, shown, row: ax.set_yscale("symlog", linthresh=0.01)},
                   "`fig_templates`' image 0 is "),  # stretched, or on a non-linear scale: failing is enough
-    "off_the_figure": ({"after": lambda ax, shown, row: ax.set_position([1.5, 1.5, 0.25, 0.8])},
-                       "`fig_templates`' image 0 is "),  # every Axes moved to one place: covered, or outside
+    "off_the_figure": ({"after": lambda ax, shown, row: ax.set_position(ax.get_position().translated(1.5, 0.0))},
+                       "`fig_templates`' image 0 is "),  # the whole grid moved right, past the figure's edge
+    "all_in_one_place": ({"after": lambda ax, shown, row: ax.set_position([1.5, 1.5, 0.25, 0.8])},
+                         "`fig_templates`' 16 templates are drawn in 1 row(s) and 1 column(s) of Axes"),
     "narrow_background_patch": ({"after": lambda ax, shown, row: ax.patch.set_width(0.02)},
                                 "`fig_templates`' image 0 has its Axes' background patch reshaped"),
     "thick_spines": ({"after": lambda ax, shown, row: [sp.set_linewidth(2000) for sp in ax.spines.values()]},
@@ -1023,7 +1049,8 @@ def test_wif_templates_in_a_wider_grid_pass_only_as_a_4_by_4_block(wif_healthy, 
         plt.close(fig)
     for where, message in actual.items():
         if layout == "two_rows_of_eight_in_4x8":
-            assert message is not None and message.startswith("`fig_templates`' template 4 is not in cell 4"), \
+            assert message is not None and message.startswith(
+                "`fig_templates`' 16 templates are drawn in 2 row(s) and 8 column(s) of Axes"), \
                 f"two rows of eight in a 4 by 8 grid should fail q6 ({where}): {message!r}"
         else:
             assert message is None, f"templates as a 4 by 4 block ({layout}) should pass q6 ({where}): {message!r}"

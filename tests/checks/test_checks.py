@@ -465,3 +465,51 @@ def test_call_student_rejects_a_non_function():
     expected = "`slide` should be a function, but it is a"
     assert actual.startswith(expected) and actual.endswith("int."), \
         f"expected {expected!r} ... 'int.', got {actual!r}"
+
+
+# ---------------------------------------------------------------- figures.grid_cells
+
+
+@pytest.mark.parametrize("layout, expected_shape", [
+    ("subplots_4x4", (4, 4)),
+    ("subplots_with_colour_bars", (4, 4)),
+    ("add_axes_4x4", (4, 4)),
+    ("row_of_16", (1, 16)),
+    ("one_place", (1, 1)),
+])
+def test_grid_cells_reads_rows_and_columns_from_where_the_axes_are_drawn(layout, expected_shape):
+    import matplotlib.pyplot as plt
+
+    from autograder import figures
+
+    fig = plt.figure()
+    if layout.startswith("subplots"):
+        axes = list(fig.subplots(4, 4).flat)
+        if layout == "subplots_with_colour_bars":  # each colour bar steals width from its Axes
+            for ax in axes:
+                fig.colorbar(ax.imshow(np.zeros((28, 28))), ax=ax)
+    elif layout == "add_axes_4x4":  # made down the columns, drawn in four rows of four
+        axes = [fig.add_axes((0.05 + 0.23 * (k // 4), 0.74 - 0.23 * (k % 4), 0.2, 0.2)) for k in range(16)]
+    elif layout == "row_of_16":
+        axes = list(fig.subplots(1, 16).flat)
+    else:
+        axes = [fig.add_axes((0.1, 0.1, 0.5, 0.5)) for _ in range(16)]
+    try:
+        rows, columns, cells = figures.grid_cells(axes)
+    finally:
+        plt.close(fig)
+    assert (rows, columns) == expected_shape, f"{layout}: read as {rows} by {columns}, expected {expected_shape}"
+    if layout == "add_axes_4x4":
+        expected_cells = [(k % 4, k // 4) for k in range(16)]  # the k-th Axes: row k % 4 from the top
+    elif layout == "one_place":
+        expected_cells = [(0, 0)] * 16
+    else:
+        expected_cells = [divmod(k, expected_shape[1]) for k in range(16)]
+    assert cells == expected_cells, f"{layout}: cells {cells}, expected {expected_cells}"
+
+
+def test_grid_cells_refuses_no_axes():
+    from autograder import figures
+
+    with pytest.raises(ValueError, match="at least one Axes"):
+        figures.grid_cells([])

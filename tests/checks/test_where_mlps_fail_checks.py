@@ -652,6 +652,16 @@ def _laid_out(x, vertical, horizontal, how: str):
     if how == "subfigures":
         left, right = fig.subfigures(1, 2, width_ratios=[1, 2])
         axes = [left.subplots(1, 1), *right.subplots(1, 2)]
+    elif how == "ImageGrid":  # it also makes a hidden colour-bar Axes per cell, with cbar_mode=None
+        from mpl_toolkits.axes_grid1 import ImageGrid
+
+        axes = list(ImageGrid(fig, 111, nrows_ncols=(1, 3), axes_pad=0.3))
+    elif how in ("hidden_empty_axes", "hidden_axes_with_an_image"):
+        axes = list(fig.subplots(1, 3))
+        extra = fig.add_axes((0.1, 0.1, 0.2, 0.2))
+        extra.set_visible(False)
+        if how == "hidden_axes_with_an_image":
+            extra.imshow(x[0, 0].numpy(), cmap="gray")
     else:
         outer = fig.add_gridspec(1, 2, width_ratios=[1, 2])
         inner = outer[1].subgridspec(1, 2)
@@ -680,6 +690,30 @@ def test_q3_6_subfigures_fail_saying_so_and_nested_gridspecs_pass(answers, cross
     expected = "the figure holding `fig.axes[0]` is split into subfigures (fig.subfigures)"
     assert actual.startswith(expected), f"expected {expected!r}, got {actual!r}"
     assert nested_actual is None, "the lesson's three images in a nested gridspec should pass q3_6"
+
+
+@pytest.mark.parametrize("crossed", [False, True], ids=["in_process", "crossed"])
+@pytest.mark.parametrize("how, expected", [
+    ("ImageGrid", "`fig.axes[0]` shows only part of the image"),  # its rows share y: the trousers, cropped to 26
+    ("hidden_empty_axes", None),
+    ("hidden_axes_with_an_image", "`fig` holds 4 Axes, but it should hold 3"),
+])
+def test_q3_6_hidden_axes_count_only_with_an_image(answers, crossed, how, expected):
+    """Session 9's notes: ``ImageGrid`` was refused for its hidden colour-bar Axes ("`fig` holds 6 Axes"). A
+    hidden Axes that holds no image draws nothing and is not counted; one that holds an image still is. (An
+    ImageGrid's row shares its y axis, which crops the 28-pixel trousers to the maps' 26: refused for that.)"""
+    x, vertical, horizontal = answers["x"], answers["vertical"], answers["horizontal"]
+    fig = _laid_out(x, vertical, horizontal, how)
+    try:
+        judged = _crossed(fig) if crossed else fig
+        actual = (checks.check_q3_6(judged, x, vertical, horizontal) if expected is None
+                  else failure_message(checks.check_q3_6, judged, x, vertical, horizontal))
+    finally:
+        plt.close(fig)
+    if expected is None:
+        assert actual is None, f"the lesson's three images laid out as {how} should pass q3_6"
+    else:
+        assert actual.startswith(expected), f"expected {expected!r} for {how}, got {actual!r}"
 
 
 def test_q3_6_maps_in_the_wrong_order_fail(answers):
