@@ -3,11 +3,12 @@
 * ``build NAME...`` — student version into ``student_template/NAME/``, the
   autograder zip into ``build/NAME/autograder.zip``.
 * ``grade NAME SUBMISSION... [--out DIR] [--jobs N] [--cell-seconds S] [--call-seconds S] [--deadline S]
-  [--memory-mb M] [--timeout S]`` — grade with that zip (each submission from
-  a private copy), write each ``results.json`` and ``scores.csv``, print the
+  [--startup-seconds S] [--memory-mb M] [--timeout S] [--runner judge|otter]`` — grade with that zip (each
+  submission from a private copy), write each ``results.json`` and ``scores.csv``, print the
   table. The limits are the hardened judge's (per cell, per call of a
-  student's function, whole run, memory); the timeout stops a grading from
-  outside (default: the deadline plus 60 s).
+  student's function, whole run, the student process's start, memory); the timeout stops a grading from
+  outside (default: the deadline plus 60 s). ``--runner otter`` grades with ``otter run`` instead (hidden
+  tests in the student's kernel, no limits: for comparison only).
 * ``demo`` — the main job: build every assignment, grade its bundled example
   submissions (the solution, the blank student notebook and the examples in
   ``assignments/NAME/examples/``), print the scores.

@@ -7,11 +7,15 @@ limits say: under a second image, see-through, through a non-linear norm, in a g
 down with ``invert_yaxis``, zoomed with ``set_xlim``, squashed with ``set_aspect``, rotated with ``set_transform``,
 masked, clipped, covered by a white ``Rectangle``, an inset Axes or another Axes, or drawn 0.01 inches wide.
 Inset Axes and other Axes count only where they overlap the image (a colour bar beside it is fine).
-The functions here name each of those, so that a check can refuse them.
+The functions here name each of those, so that a check can refuse them; and since the nineteenth review hid
+the images by means no single one of them reads (filters on an Axes, an animated Axes, wide minor grid lines,
+artists of another Axes), :func:`drawn_mismatch` draws the figure once and compares each image's cells with
+their own colours.
 """
 
 from __future__ import annotations
 
+import contextlib
 import warnings
 from typing import Any
 
@@ -104,7 +108,9 @@ LAYOUT_ENGINES = ("ConstrainedLayoutEngine", "TightLayoutEngine", "PlaceHolderLa
 
 
 def image_problems(image: Any) -> list[str]:
-    """What in how ``image`` is drawn keeps it from showing its values, each as the rest of a sentence about it."""
+    """What in how ``image`` is drawn keeps it from showing its values, each as the rest of a sentence about it:
+    the image's own settings first, then what a draw of its figure shows where its cells are
+    (:func:`drawn_mismatch`)."""
     problems = []
     if image.get_agg_filter() is not None:
         problems.append("is drawn through a filter (set_agg_filter): draw it as imshow does")
@@ -112,7 +118,169 @@ def image_problems(image: Any) -> list[str]:
         problems.append("is animated (set_animated(True)), so a plain draw leaves it out: draw it as imshow does")
     if image.get_filterrad() > 4.0:
         problems.append("is blurred (set_filterrad above imshow's 4): draw it as imshow does")
+    if not problems:
+        share = drawn_mismatch(image)
+        if share > MAX_DRAWN_MISMATCH:
+            problems.append(f"{NOT_SHOWN}: {share:.0%} of its cells come out in other colours (something in the "
+                            "figure covers, hides, filters or recolours it): draw it with imshow and nothing over it")
     return problems
+
+
+#: How :func:`image_problems` begins the problem :func:`drawn_mismatch` finds (a check reports it after every
+#: more specific one).
+NOT_SHOWN = "does not show its values when the figure is drawn"
+
+
+#: An image fails when more than this share of its cells (but its outermost ring, where spines and tick marks
+#: sit) is drawn in colours other than its own (:func:`drawn_mismatch`): thin grid lines, which run through
+#: cells' middles, cover a minority of a cell's pixels; a short label covers a few cells.
+MAX_DRAWN_MISMATCH = 0.1
+#: A pixel is in its cell's colour when no channel is more than this far off (0 to 255); a cell is drawn in
+#: other colours when fewer than :data:`MIN_CELL_PIXELS_SHOWN` of its pixels are.
+DRAWN_COLOUR_TOLERANCE = 40
+MIN_CELL_PIXELS_SHOWN = 0.5
+#: The grader's draw gives each image cell at least this many pixels a side (up to :data:`MAX_RENDER_DPI`).
+RENDER_PIXELS_PER_CELL = 4.0
+MIN_RENDER_DPI, MAX_RENDER_DPI = 72.0, 400.0
+#: ...and at most this many pixels in all (80 MB of RGBA: a figure of 20 by 20 inches is drawn at 220 dpi).
+MAX_RENDER_PIXELS = 20e6
+
+
+def drawn_mismatch(image: Any) -> float:
+    """The share of ``image``'s cells that a draw of its figure shows in colours other than the cell's own
+    (:func:`cell_colours`), 0 to 1: 1 when the draw leaves the image out. An image of 5 cells or more a side
+    is read without its outermost ring of cells, which spines and tick marks may overlap.
+
+    Hostile review nineteen hid every graded image with matplotlib's own means, each read by no single check:
+    filters on the Axes, the figure or a title (``set_agg_filter``), an animated Axes, minor grid lines or tick
+    lines drawn wide and white, artists of another Axes drawn outside its box, Axes of negative size, and a norm
+    that is linear on the image's own array but flat on the resampled one a draw feeds it. So the figure is
+    drawn once (Agg, every image resampled ``nearest`` so that each cell keeps its colour, at a resolution that
+    gives each cell :data:`RENDER_PIXELS_PER_CELL` pixels, and at least the figure's own dpi, where artists
+    placed in pixels sit where the student sees them), and each cell counts as shown when at least half of its
+    pixels have its own colour (every pixel, not a few sample points a cover could leave holes at). The figure is left as it was. Inside :func:`one_draw_per_figure` one draw serves
+    every image of a figure; elsewhere each call draws. An image whose figure cannot be drawn counts as not
+    shown (1.0)."""
+    fig = root_figure(image.axes) if image.axes is not None else None
+    if fig is None:
+        return 1.0
+    drawn = _DRAWS.get(id(fig)) if _DRAWS is not None else None
+    if drawn is None:
+        try:
+            drawn = _draw_and_compare(fig)
+        except Exception:  # noqa: BLE001 - a figure matplotlib cannot draw shows nothing
+            drawn = {}
+        if _DRAWS is not None:
+            _DRAWS[id(fig)] = (fig, drawn)  # the figure kept alive with its id while the block runs
+    else:
+        drawn = drawn[1]
+    return drawn.get(id(image), 1.0)
+
+
+#: The draws of :func:`one_draw_per_figure`'s block (``{id(figure): (figure, {id(image): share})}``), else ``None``.
+_DRAWS: dict | None = None
+
+
+@contextlib.contextmanager
+def one_draw_per_figure():
+    """Within the block, :func:`drawn_mismatch` draws each figure once (a check of 16 templates, or the student
+    process describing a figure), not once per image; nothing is kept after it (a figure changed later, by
+    the notebook, is drawn again)."""
+    global _DRAWS
+    outer = _DRAWS is None
+    if outer:
+        _DRAWS = {}
+    try:
+        yield
+    finally:
+        if outer:
+            _DRAWS = None
+
+
+def _draw_and_compare(fig: Any) -> dict[int, float]:
+    """:func:`drawn_mismatch` for every image of ``fig`` (``{id(image): share}``), from one draw."""
+    import numpy as np
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.image import AxesImage
+
+    images = [im for im in fig.findobj(AxesImage) if im.axes is not None]
+    if not images:
+        return {}
+    dpi = max(MIN_RENDER_DPI, float(fig.dpi))
+    for im in images:
+        box = im.axes.get_window_extent()
+        rows, columns = np.shape(im.get_array())[:2]
+        inches = min(box.width / max(columns, 1), box.height / max(rows, 1)) / fig.dpi
+        if inches > 0:
+            dpi = max(dpi, RENDER_PIXELS_PER_CELL / inches)
+    width, height = _size_inches(fig)
+    dpi = min(dpi, MAX_RENDER_DPI, (MAX_RENDER_PIXELS / max(width * height, 1e-6)) ** 0.5)
+    old_canvas, old_dpi, engine = fig.canvas, fig.dpi, fig.get_layout_engine()
+    interpolations = [(im, im.get_interpolation()) for im in images]
+    canvas = old_canvas if isinstance(old_canvas, FigureCanvasAgg) else FigureCanvasAgg(fig)
+    foreign = engine is not None and type(engine).__name__ not in LAYOUT_ENGINES
+    try:
+        if foreign:  # refused apart (figure_problems); run here, it would move the Axes the other checks read
+            fig._layout_engine = None
+        for im, _ in interpolations:
+            im.set_interpolation("nearest")
+        fig.dpi = dpi
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            canvas.draw()
+        pixels = np.asarray(canvas.buffer_rgba())[..., :3].astype(np.int16)
+        out = {id(im): _mismatch(im, pixels) for im in images}
+    finally:
+        if foreign:
+            fig._layout_engine = engine
+        fig.dpi = old_dpi
+        for im, interpolation in interpolations:
+            im.set_interpolation(interpolation)
+        if canvas is not old_canvas:
+            fig.set_canvas(old_canvas)
+    return out
+
+
+def _size_inches(fig: Any) -> tuple[float, float]:
+    """``fig``'s size in inches, ``(width, height)``, each at least 0.01."""
+    width, height = (float(v) for v in fig.get_size_inches())
+    return max(width, 0.01), max(height, 0.01)
+
+
+def _mismatch(image: Any, pixels: Any) -> float:
+    """The share of ``image``'s cells (:func:`drawn_mismatch`) that fewer than :data:`MIN_CELL_PIXELS_SHOWN` of
+    their pixels in ``pixels`` (the drawn figure, ``(H, W, 3)``, rows from the top) show in their own colour,
+    within :data:`DRAWN_COLOUR_TOLERANCE`; cells no pixel's centre falls in are not counted (1.0 if none is)."""
+    import numpy as np
+
+    own = cell_colours(image)[..., :3].astype(np.int16)
+    rows, columns = own.shape[:2]
+    height, width = pixels.shape[:2]
+    transform = image.get_transform()
+    corners = transform.transform([(-0.5, -0.5), (columns - 0.5, rows - 0.5), (-0.5, rows - 0.5),
+                                   (columns - 0.5, -0.5)])
+    if not np.all(np.isfinite(corners)):
+        return 1.0
+    left, right = (int(np.clip(np.floor(v), 0, width)) for v in (corners[:, 0].min(), corners[:, 0].max() + 1))
+    top, bottom = (int(np.clip(np.floor(height - v), 0, height)) for v in (corners[:, 1].max(), corners[:, 1].min() - 1))
+    if right <= left or bottom <= top:
+        return 1.0
+    px, py = np.meshgrid(np.arange(left, right), np.arange(top, bottom))
+    centres = np.stack([px.ravel() + 0.5, height - (py.ravel() + 0.5)], axis=1)  # display coordinates
+    data = transform.inverted().transform(centres)
+    c, r = np.floor(data[:, 0] + 0.5), np.floor(data[:, 1] + 0.5)
+    inside = np.isfinite(c) & np.isfinite(r) & (c >= 0) & (c < columns) & (r >= 0) & (r < rows)
+    cell = (r[inside] * columns + c[inside]).astype(np.int64)
+    drawn = pixels[py.ravel()[inside], px.ravel()[inside]]
+    shown = np.abs(drawn - own.reshape(-1, 3)[cell]).max(axis=1) <= DRAWN_COLOUR_TOLERANCE
+    counts = np.bincount(cell, minlength=rows * columns).reshape(rows, columns)
+    good = np.bincount(cell, weights=shown, minlength=rows * columns).reshape(rows, columns)
+    if rows >= 5 and columns >= 5:
+        counts, good = counts[1:-1, 1:-1], good[1:-1, 1:-1]
+    judged = counts > 0
+    if not judged.any():
+        return 1.0
+    return float((good[judged] < MIN_CELL_PIXELS_SHOWN * counts[judged]).mean())
 
 
 def _text_problem(text: Any) -> str | None:

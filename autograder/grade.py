@@ -65,6 +65,8 @@ class GradeResult:
     scores: dict[str, tuple[float, float]] = field(default_factory=dict)
     error: str | None = None
     seconds: float = 0.0
+    #: the name of its outputs' folder and its row in a batch (:func:`batch_labels`); ``None``: its file name
+    label: str | None = None
 
     @property
     def total(self) -> float:
@@ -103,6 +105,23 @@ def question_scores(results: dict) -> dict[str, tuple[float, float]]:
 def submission_label(path: Path) -> str:
     """A folder name for a submission's outputs: its file name without the extension."""
     return path.name.rsplit(".", 1)[0] if "." in path.name else path.name
+
+
+def batch_labels(submissions: list[Path]) -> list[str]:
+    """One distinct label per submission (:func:`submission_label`), in order: a label already taken gets the
+    first free ``-2``, ``-3``... suffix (``a/x``, ``b/x`` and ``c/x-2`` are x, x-2 and x-2-2: counting only
+    repeats of a file name gave two "x-2", and one overwrote the other's results, a nineteenth hostile review)."""
+    labels: list[str] = []
+    taken: set[str] = set()
+    for sub in submissions:
+        base = label = submission_label(Path(sub))
+        n = 1
+        while label in taken:
+            n += 1
+            label = f"{base}-{n}"
+        taken.add(label)
+        labels.append(label)
+    return labels
 
 
 RUNNERS = ("judge", "otter")
@@ -339,7 +358,7 @@ def grade_many(autograder_zip: Path, submissions: list[Path], out_dir: Path, job
     """Grade several submissions, ``jobs`` at a time; results in the submissions' order.
 
     Each submission's outputs go to ``out_dir/<label>/``; two submissions
-    with the same file name get ``-2``, ``-3`` suffixes. Writes
+    with the same file name get ``-2``, ``-3`` suffixes (:func:`batch_labels`). Writes
     ``out_dir/scores.csv``.
 
     With the judge runner, the reference values are computed once per batch:
@@ -359,11 +378,7 @@ def grade_many(autograder_zip: Path, submissions: list[Path], out_dir: Path, job
     judge_limits(limits, timeout, runner)  # bad limits fail here, before any grading
     out_dir = Path(out_dir)
     protect_inputs([Path(s) for s in submissions], out_dir)  # before the first student code runs
-    labels, seen = [], {}
-    for sub in submissions:
-        label = submission_label(Path(sub))
-        seen[label] = seen.get(label, 0) + 1
-        labels.append(label if seen[label] == 1 else f"{label}-{seen[label]}")
+    labels = batch_labels([Path(s) for s in submissions])
 
     threads = max(1, (os.cpu_count() or 1) // max(1, jobs)) if jobs > 1 else None
 
@@ -381,6 +396,7 @@ def grade_many(autograder_zip: Path, submissions: list[Path], out_dir: Path, job
     cache = answers_cache.batch_folder(answers_dir) if runner == "judge" else answers_cache.without_folder()
     with cache, ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         for label, result in zip(labels, pool.map(work, zip(submissions, labels))):
+            result.label = label
             results.append(result)
             if bar is not None:
                 bar.update(1)
@@ -417,10 +433,11 @@ def format_table(results: list[GradeResult]) -> str:
     rows = [("submission", "score", "lost points on")]
     for r in results:
         if r.error:
-            rows.append((submission_label(r.submission), "0", f"not graded: {r.error}"))
+            rows.append((r.label or submission_label(r.submission), "0", f"not graded: {r.error}"))
             continue
         lost = [f"{q} ({_fmt(s)}/{_fmt(m)})" for q, (s, m) in sorted(r.scores.items(), key=lambda i: question_order(i[0]))
                 if s < m]
-        rows.append((submission_label(r.submission), f"{_fmt(r.total)}/{_fmt(r.possible)}", ", ".join(lost) or "-"))
+        rows.append((r.label or submission_label(r.submission), f"{_fmt(r.total)}/{_fmt(r.possible)}",
+                     ", ".join(lost) or "-"))
     width = [max(len(row[i]) for row in rows) for i in range(2)]
     return "\n".join(f"{a:<{width[0]}}  {b:>{width[1]}}  {c}" for a, b, c in rows)

@@ -44,6 +44,7 @@ import sys
 import tempfile
 import time
 import zipfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -107,6 +108,19 @@ def _is_root() -> bool:
 
 # ------------------------------------------------------------- submission
 
+#: The largest notebook the judge reads (bytes, unzipped): the assignments' notebooks with every output are a
+#: few MB; a zip of 153 KB that unpacked to hundreds of MB took the judge, which runs as root without a memory
+#: limit, to 820 MB (a nineteenth hostile review).
+MAX_NOTEBOOK_BYTES = 32 * 1024 * 1024
+
+
+def _expect_readable_size(name: str, size: int) -> None:
+    if size > MAX_NOTEBOOK_BYTES:
+        raise SubmissionError(f"{name} is {size / 2**20:.0f} MB, more than the {MAX_NOTEBOOK_BYTES // 2**20} MB the "
+                              "grader reads: clear its cells' outputs (Jupyter's \"Clear All Outputs\"), save, and "
+                              "submit again.")
+
+
 def load_submission(path: Path, expected_name: str | None = None):
     """Read a submission: a ``.ipynb`` notebook, or Otter's export zip holding exactly one.
 
@@ -132,10 +146,13 @@ def load_submission(path: Path, expected_name: str | None = None):
                 if len(notebooks) != 1:
                     raise SubmissionError(f"the zip holds {len(notebooks)} notebooks ({', '.join(notebooks) or 'none'}); "
                                           "submit the zip grader.export() writes, with exactly one notebook.")
-                text = archive.read(notebooks[0]).decode("utf-8", errors="replace")
-        except zipfile.BadZipFile:
-            raise SubmissionError(f"{path.name} is not a valid zip file.") from None
+                _expect_readable_size(notebooks[0], archive.getinfo(notebooks[0]).file_size)
+                with archive.open(notebooks[0]) as member:  # reads at most the size its entry declares
+                    text = member.read(MAX_NOTEBOOK_BYTES + 1).decode("utf-8", errors="replace")
+        except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, EOFError, zlib.error):
+            raise SubmissionError(f"{path.name} is not a valid zip file (or one this grader cannot read).") from None
     elif path.suffix == ".ipynb":
+        _expect_readable_size(path.name, path.stat().st_size)
         text = path.read_text(encoding="utf-8", errors="replace")
     else:
         raise SubmissionError(f"{path.name} is not a notebook: submit the .ipynb file (or the zip grader.export() writes), "
@@ -152,8 +169,10 @@ def load_submission(path: Path, expected_name: str | None = None):
     return nb
 
 
-def cells_to_run(nb, seed: int | None) -> list[str]:
-    """The code cells to execute, as Otter would: ignored cells dropped, Otter calls removed, seeds added."""
+def cells_to_run(nb) -> list[str]:
+    """The code cells to execute, as Otter would: ignored cells dropped, Otter calls removed. (Otter also puts
+    its seeding lines at the top of each cell, which breaks a cell that starts with a cell magic such as
+    ``%%time``; the student process seeds before each cell instead, :class:`Session`.)"""
     sources = []
     for cell in nb.cells:
         if cell.get("cell_type") != "code":
@@ -162,10 +181,7 @@ def cells_to_run(nb, seed: int | None) -> list[str]:
         if "otter_ignore" in meta.get("tags", []) or meta.get("otter", {}).get("ignore", False):
             continue
         source = "".join(cell.source) if isinstance(cell.source, list) else cell.source
-        source = "\n".join(line for line in source.splitlines() if not OTTER_LINE.match(line))
-        if seed is not None:
-            source = f"import numpy as _np, random as _random\n_np.random.seed({seed}); _random.seed({seed})\n{source}"
-        sources.append(source)
+        sources.append("\n".join(line for line in source.splitlines() if not OTTER_LINE.match(line)))
     return sources
 
 
@@ -205,6 +221,7 @@ class StudentProcess:
             if key in os.environ:
                 env[key] = os.environ[key]
         kwargs: dict[str, Any] = {}
+        _libc()
         if self.user is not None:
             kwargs.update(user=self.user.pw_uid, group=self.user.pw_gid, extra_groups=[])
             _become_subreaper()
@@ -292,13 +309,22 @@ class StudentProcess:
         """Wait for one reply, watching time and memory; stop the process on a problem."""
         deadline = time.monotonic() + timeout
         interrupted_at = None
-        polls = 0
+        polls = [0]
+
+        def watch() -> None:  # between polls, and while a reply that has begun is read
+            polls[0] += 1
+            self._check_running(what, tree=polls[0] % 10 == 0)
+
         while True:
             ready, _, _ = select.select([self.sock], [], [], 0.05)
-            polls += 1
             if ready:
-                try:
-                    return channel.recv(self.sock)
+                try:  # a reply that has begun gets until the deadline (or a few seconds) to arrive whole
+                    return channel.recv(self.sock, deadline=max(deadline, time.monotonic() + REPLY_GRACE_SECONDS),
+                                        tick=watch)
+                except channel.ChannelTimeout:
+                    self.stop()
+                    raise StudentFailure(f"it began a reply but did not finish it within {timeout:.0f} seconds "
+                                         f"while {what}, and was stopped") from None
                 except (channel.ChannelClosed, OSError) as err:
                     try:  # the channel closes as the process exits: wait for its exit code (same message every run)
                         code = self.proc.wait(timeout=2) if self.proc else None
@@ -307,14 +333,7 @@ class StudentProcess:
                     self.stop()
                     raise StudentFailure(f"the student process ended while {what}"
                                          + (f" (exit code {code})" if code is not None else f" ({err})")) from None
-            if self.proc.poll() is not None:
-                code = self.proc.returncode
-                self.stop()
-                raise StudentFailure(f"the student process ended while {what} (exit code {code})")
-            if self._rss_mb(tree=polls % 10 == 0) > self.limits.memory_mb:
-                self.stop()
-                raise StudentFailure(f"it used more than {self.limits.memory_mb} MB of memory while {what}, "
-                                     "and was stopped")
+            watch()
             now = time.monotonic()
             if now > deadline:
                 if interrupt and interrupted_at is None:
@@ -328,16 +347,38 @@ class StudentProcess:
                 self.stop()
                 raise StudentFailure(f"it took longer than {timeout:.0f} seconds while {what}, and was stopped")
 
+    def _check_running(self, what: str, tree: bool) -> None:
+        """Stop the process and raise :class:`StudentFailure` if it has ended or uses more memory than allowed
+        (``tree``: every process the student started, which costs a scan of ``/proc``; else the worker's)."""
+        if self.proc.poll() is not None:
+            code = self.proc.returncode
+            self.stop()
+            raise StudentFailure(f"the student process ended while {what} (exit code {code})")
+        if self._rss_mb(tree=tree) > self.limits.memory_mb:
+            self.stop()
+            raise StudentFailure(f"it used more than {self.limits.memory_mb} MB of memory while {what}, "
+                                 "and was stopped")
+
     def request(self, header: dict, payload: bytes, timeout: float, what: str,
                 interrupt: bool = False) -> tuple[dict, bytes]:
         if not self.alive:
             raise StudentFailure(f"the student process is not running ({what})")
         try:
-            channel.send(self.sock, header, payload)
+            channel.send(self.sock, header, payload, deadline=time.monotonic() + max(timeout, REPLY_GRACE_SECONDS),
+                         tick=lambda: self._check_running(what, tree=True))
+        except channel.ChannelTimeout:
+            self.stop()
+            raise StudentFailure(f"it did not take the request within {timeout:.0f} seconds while {what}, "
+                                 "and was stopped") from None
         except OSError:
             self.stop()
             raise StudentFailure(f"the student process ended before {what}") from None
         return self._wait(timeout, what, interrupt)
+
+
+#: A reply the student process has begun to send gets at least this long to arrive whole (seconds); so does a
+#: request to be taken. 256 MB, the largest frame, crosses a socket in well under a second.
+REPLY_GRACE_SECONDS = 10.0
 
 
 def kill_until_gone(pids: Callable[[], list[int]], rounds: int, pause: float) -> None:
@@ -374,20 +415,37 @@ def _process_table() -> dict[int, tuple[int, int, str]]:
 
 def _become_subreaper() -> None:
     """Orphans of the student process become the judge's children, not init's, so none escapes ``stop()``."""
-    try:
-        import ctypes
+    if _libc():
+        _libc().prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
 
-        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
-    except (OSError, AttributeError):
-        pass
+
+def _libc() -> Any:
+    """The C library, loaded in the judge (the student process's ``preexec_fn`` cannot import or load)."""
+    global _LIBC
+    if _LIBC is None:
+        try:
+            import ctypes
+
+            _LIBC = ctypes.CDLL(None, use_errno=True)
+        except (OSError, AttributeError):
+            _LIBC = False
+    return _LIBC
+
+
+_LIBC: Any = None
 
 
 def _limit_resources() -> None:
-    """In the student process before exec: no core dumps, files of at most 512 MB.
+    """In the student process before exec: no core dumps, files of at most 512 MB, and killed when the judge
+    dies (``PR_SET_PDEATHSIG``: a judge killed from outside left its student process running, a nineteenth
+    hostile review).
 
     Runs after the switch to the sandbox user, which may not be able to read
-    the judge's Python installation: everything it needs is imported already.
+    the judge's Python installation: everything it needs is imported already
+    (the C library by :func:`_libc`, before the fork).
     """
+    if _LIBC:
+        _LIBC.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
     for limit, value in ((resource.RLIMIT_CORE, 0), (resource.RLIMIT_FSIZE, 512 * 1024 * 1024)):
         try:
             resource.setrlimit(limit, (value, value))
@@ -412,9 +470,12 @@ MAX_TORCH_STATES = 3
 class Session:
     """A student process that can be rebuilt: it remembers which cells ran and which were stopped."""
 
-    def __init__(self, workdir: Path, cells: list[str], limits: Limits, user, deadline_at: float):
+    def __init__(self, workdir: Path, cells: list[str], limits: Limits, user, deadline_at: float,
+                 seed: int | None = None):
         self.process = StudentProcess(workdir, limits, user)
         self.cells, self.limits, self.deadline_at = cells, limits, deadline_at
+        #: Otter's ``seed``: numpy's and ``random``'s generators are seeded with it before every cell
+        self.seed = seed if type(seed) is int else None
         self.records: list[CellRecord] = []
         self.skipped: set[int] = set()
         self.last_failure: str | None = None  # why the last call stopped the process, for the calls after it
@@ -428,7 +489,7 @@ class Session:
 
     def _exec(self, index: int) -> CellRecord:
         limit = min(self.limits.cell_seconds, max(1.0, self.remaining()))
-        header, _ = self.process.request({"op": "exec", "source": self.cells[index]}, b"", limit,
+        header, _ = self.process.request({"op": "exec", "source": self.cells[index], "seed": self.seed}, b"", limit,
                                          what=f"running code cell {index + 1}", interrupt=True)
         error = header.get("error")
         self._note_torch_state(header.get("torch_state"))
@@ -992,7 +1053,7 @@ def _grade(autograder_zip: Path, submission: Path, limits: Limits, started: floa
                 for name in files:
                     os.chown(os.path.join(folder, name), user.pw_uid, user.pw_gid)
         deadline_at = started + limits.deadline
-        session = Session(workdir, cells_to_run(nb, config.get("seed")), limits, user, deadline_at)
+        session = Session(workdir, cells_to_run(nb), limits, user, deadline_at, seed=config.get("seed"))
         try:
             session.run_all()
         except StudentFailure as failure:
@@ -1030,11 +1091,24 @@ def _restart_notes(restarts: list[str]) -> list[str]:
             f"replayed, the values read before kept): {reason[:300]}" for reason, n in counts.items()]
 
 
+#: At most this many cells that raised are named in the output (the first ones: later errors often follow).
+MAX_CELL_ERRORS_NOTED = 10
+
+
 def _cell_notes(records: list[CellRecord]) -> list[str]:
-    notes = []
+    """One line per cell that was stopped, and per cell that raised (the first :data:`MAX_CELL_ERRORS_NOTED`,
+    the error's first line): a question that then finds its answer missing is explained."""
+    notes, raised = [], 0
     for record in records:
         if record.problem:
             notes.append(f"Code cell {record.index + 1} {record.problem}; grading went on without it.")
+        elif record.error:
+            raised += 1
+            if raised <= MAX_CELL_ERRORS_NOTED:
+                first = (record.error.strip().splitlines() or [""])[0][:300]
+                notes.append(f"Code cell {record.index + 1} raised {first}; grading went on after it.")
+    if raised > MAX_CELL_ERRORS_NOTED:
+        notes.append(f"{raised - MAX_CELL_ERRORS_NOTED} more code cell(s) raised errors.")
     return notes
 
 

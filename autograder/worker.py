@@ -5,9 +5,10 @@ unprivileged user when grading runs as root, in a scratch folder holding the
 notebook's support files. It talks to the judge only through the socket
 ``FD``; its standard output and error go nowhere. Requests:
 
-* ``exec``: run one cell's source in an IPython shell, seeded as Otter seeds
-  (numpy and random, before every cell); reply whether it raised, and the
-  first few kilobytes of what it printed;
+* ``exec``: run one cell's source in an IPython shell, after seeding numpy's
+  and ``random``'s generators with the request's ``seed`` as Otter does
+  before every cell; reply whether it raised, and the first few kilobytes of
+  what it printed;
 * ``get``: the encoded values of some global names (missing names say so);
 * ``call``: call a callable the judge holds a handle to, with arguments the
   judge sent as data, and reply with the encoded result or the exception.
@@ -25,6 +26,7 @@ import os
 import socket
 import sys
 import traceback
+from zlib import crc32 as _crc32  # bound before any cell runs: a notebook that replaces zlib.crc32 changes nothing here
 
 #: Printed output kept per cell; the rest is counted and dropped.
 OUTPUT_KEEP = 8 * 1024
@@ -54,13 +56,41 @@ class BoundedText(io.TextIOBase):
         return "".join(self.kept) + tail
 
 
+def _shell():
+    """The IPython shell cells run in: a plain ``InteractiveShell`` whose ``%matplotlib`` and ``%pylab`` keep
+    the Agg backend (a plain shell has no event loop, and raised ``NotImplementedError`` for
+    ``%matplotlib inline``, so the rest of the cell never ran)."""
+    import IPython.core.interactiveshell as ish
+
+    class Shell(ish.InteractiveShell):
+        def enable_gui(self, gui=None):
+            return None
+
+        def enable_matplotlib(self, gui=None):
+            import matplotlib
+
+            return gui, matplotlib.get_backend()
+
+    return Shell.instance()
+
+
+def _seed(seed) -> None:
+    """Seed numpy's and ``random``'s global generators as Otter's seeding lines do before each cell."""
+    if type(seed) is not int:
+        return
+    import random
+
+    import numpy as np
+
+    np.random.seed(seed)
+    random.seed(seed)
+
+
 def main(fd: int) -> None:
     from autograder import channel
 
     sock = socket.socket(fileno=fd)
-    import IPython.core.interactiveshell as ish
-
-    shell = ish.InteractiveShell.instance()
+    shell = _shell()
     handles: dict[int, object] = {}
     real_stdout, real_stderr = sys.stdout, sys.stderr
     channel.send(sock, {"op": "ready", "pid": os.getpid()})
@@ -74,6 +104,7 @@ def main(fd: int) -> None:
             out = BoundedText()
             sys.stdout = sys.stderr = out
             try:
+                _seed(request.get("seed"))
                 result = shell.run_cell(request["source"], store_history=False, silent=False)
                 error = result.error_in_exec or result.error_before_exec
                 reply = {"op": "done", "error": f"{type(error).__name__}: {error}" if error else None}
@@ -159,8 +190,6 @@ def _fingerprints(args, kwargs) -> dict:
     """A checksum of each tensor or array argument (by position, or by name for a keyword), its shape, dtype and
     bytes (CRC-32: tens of milliseconds for a training set of 150 MB): which of them the call changed in place is told back to the judge, whose own copies the call never
     touches (a fifteenth hostile review's ``slide`` that wrote into its input passed its in-place check)."""
-    import zlib
-
     import numpy as np
     import torch
 
@@ -173,7 +202,7 @@ def _fingerprints(args, kwargs) -> dict:
                 data = np.ascontiguousarray(value).reshape(-1).view(np.uint8)
             else:
                 continue
-            prints[key] = (tuple(value.shape), str(value.dtype), zlib.crc32(data.data))
+            prints[key] = (tuple(value.shape), str(value.dtype), _crc32(data.data))
         except Exception:  # noqa: BLE001 - an argument the call left unreadable counts as changed
             prints[key] = None
     return prints

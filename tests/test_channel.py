@@ -179,3 +179,76 @@ def test_container_subclasses_cross_as_the_plain_containers_they_are():
     actual, _ = _cross(values.max(dim=1))  # torch.return_types.max: a tuple of (values, indices)
     assert type(actual) is tuple and torch.equal(actual[0], torch.tensor([5.0, 7.0])) \
         and torch.equal(actual[1], torch.tensor([1, 0])), f"torch.return_types.max crossed as {actual!r}"
+
+
+def _crossed_value(value):
+    return channel.decode(channel.load(channel.dump(channel.encode(value, {}))), lambda *a: None)
+
+
+@pytest.mark.parametrize("make", [lambda np: np.asarray(3.5), lambda np: torch.tensor(2.0).numpy(),
+                                  lambda np: np.array(np.float32(1.5))],
+                         ids=["asarray_of_a_number", "numpy_of_a_0_d_tensor", "array_of_a_numpy_scalar"])
+def test_a_0_d_numpy_array_crosses_as_0_d_and_reads_as_a_number(make):
+    """A nineteenth hostile review: ``np.ascontiguousarray`` made it 1-d, and an honest ``by_hand.numpy()`` was
+    refused as "a NumPy array of shape (1,)"."""
+    import numpy as np
+
+    from autograder.checks import plain
+
+    value = make(np)
+    actual = _crossed_value(value)
+    assert isinstance(actual, np.ndarray) and actual.shape == () and actual.dtype == value.dtype, \
+        f"crossed as {type(actual).__name__} {getattr(actual, 'shape', None)}, expected a 0-d {value.dtype} array"
+    assert plain("x", actual) == value.item(), "a 0-d array reads as its number"
+
+
+def test_non_contiguous_and_fortran_arrays_cross_with_their_values():
+    import numpy as np
+
+    for value in (np.arange(6).reshape(2, 3)[:, ::-1], np.asfortranarray(np.ones((2, 3))), np.arange(10)[::3]):
+        actual = _crossed_value(value)
+        assert actual.shape == value.shape and np.array_equal(actual, value), f"{value!r} crossed as {actual!r}"
+
+
+@pytest.fixture
+def sockets():
+    """Two connected sockets, closed after the test."""
+    import socket
+
+    left, right = socket.socketpair()
+    yield left, right
+    left.close()
+    right.close()
+
+
+def test_a_frame_begun_and_not_finished_times_out_calling_tick_meanwhile(sockets):
+    import struct
+    import time
+
+    left, right = sockets
+    left.sendall(struct.pack("!II", 20, 0) + b'{"op": ')  # 7 of the header's 20 bytes
+    ticks = []
+    started = time.monotonic()
+    with pytest.raises(channel.ChannelTimeout):
+        channel.recv(right, deadline=time.monotonic() + 0.5, tick=lambda: ticks.append(1))
+    seconds = time.monotonic() - started
+    assert 0.4 < seconds < 5, f"recv gave up after {seconds:.2f} s, for a deadline 0.5 s away"
+    assert len(ticks) >= 2, f"tick is called while waiting: {len(ticks)} calls"
+    assert right.gettimeout() is None, "the socket is blocking again afterwards"
+
+
+def test_a_frame_sent_to_a_side_that_never_reads_times_out(sockets):
+    import time
+
+    left, _ = sockets
+    with pytest.raises(channel.ChannelTimeout):
+        channel.send(left, {"op": "x"}, b"\0" * (64 << 20), deadline=time.monotonic() + 0.5)
+
+
+def test_a_whole_frame_arrives_before_its_deadline(sockets):
+    import time
+
+    left, right = sockets
+    channel.send(left, {"op": "values"}, b"payload", deadline=time.monotonic() + 5)
+    actual = channel.recv(right, deadline=time.monotonic() + 5)
+    assert actual == ({"op": "values"}, b"payload"), f"the frame as sent: {actual}"

@@ -13,6 +13,7 @@ Value comparisons follow ``torch.testing.assert_close``: ``|actual - expected|
 
 from __future__ import annotations
 
+import functools
 import math
 from numbers import Real
 from typing import Any, Callable, Iterable
@@ -100,6 +101,21 @@ CMAP_COLOUR_TOL = 0.08
 CELL_COLOUR_TOL, CELL_COLOUR_SHARE = 0.35, 0.01
 
 
+def drawing_each_figure_once(check: Callable) -> Callable:
+    """``check``, a figure question's check, with each figure it reads drawn once however many of its images it
+    checks (:func:`autograder.figures.one_draw_per_figure`; :func:`expect_plain_image` compares each image
+    with a draw of its figure)."""
+
+    @functools.wraps(check)
+    def wrapped(*args, **kwargs):
+        from autograder import figures
+
+        with figures.one_draw_per_figure():
+            return check(*args, **kwargs)
+
+    return wrapped
+
+
 def expect_plain_image(where: str, ax: Any, image: Any) -> str | None:
     """Fail unless ``image`` is the only image of ``ax`` and is drawn as it is: visible, opaque, whole, on a
     linear colour scale between its limits (imshow's ``vmin`` and ``vmax``), upright, unstretched, uncovered, at
@@ -164,11 +180,16 @@ def expect_plain_image(where: str, ax: Any, image: Any) -> str | None:
     if min(inches) < MIN_IMAGE_INCHES:
         raise CheckFailure(f"{where} is drawn only {inches[0]:.2g} by {inches[1]:.2g} inches: draw it at least "
                            f"{MIN_IMAGE_INCHES} inches on each side (the figure's default size is fine).")
-    for problem in _problems(image, figures.image_problems) + _problems(ax, figures.axes_problems):
+    found = _problems(image, figures.image_problems)
+    not_shown = [p for p in found if p.startswith(figures.NOT_SHOWN)]  # the draw's verdict: after the others
+    for problem in [p for p in found if p not in not_shown] + _problems(ax, figures.axes_problems):
         raise CheckFailure(f"{where} {problem}.")
     for problem in _problems(fig, figures.figure_problems):
         raise CheckFailure(f"the figure holding {where} {problem}.")
-    return _colour_map_name(where, image)
+    name = _colour_map_name(where, image)
+    for problem in not_shown:
+        raise CheckFailure(f"{where} {problem}.")
+    return name
 
 
 def _problems(artist: Any, find: Callable[[Any], list[str]]) -> list[str]:

@@ -98,6 +98,7 @@ from autograder.checks import (
     CheckFailure,
     call_student,
     changed_in_place,
+    drawing_each_figure_once,
     expect_bool,
     expect_callable,
     expect_defined,
@@ -924,6 +925,7 @@ def check_q5(weight_for_permuted, P, W1_perm, same_outputs, net_weights, pixel_p
 
 # ---------------------------------------------------------------- q6: the templates
 
+@drawing_each_figure_once
 def check_q6(fig_templates, net_weights) -> None:
     """Figure 6.2: 16 first-layer rows as 28 by 28 images, each on a colour scale centred on zero."""
     import matplotlib

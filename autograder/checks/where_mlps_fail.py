@@ -34,6 +34,7 @@ from autograder.checks import (
     CheckFailure,
     call_student,
     changed_in_place,
+    drawing_each_figure_once,
     expect_bool,
     expect_callable,
     expect_close,
@@ -539,6 +540,7 @@ def check_q3_5(flat_edges, absolute_sums, x, vertical, horizontal) -> None:
         expect_number(f"absolute_sums[{i}]", sums[i], round(m.abs().sum().item(), 2), abs_tol=0.0051)
 
 
+@drawing_each_figure_once
 def check_q3_6(fig, x, vertical, horizontal) -> None:
     """edges.png: three Axes (trousers, vertical map, horizontal map), maps on one scale centred on zero."""
     from matplotlib.figure import Figure

@@ -810,6 +810,74 @@ def _disc(ax):
     return Circle((13.5, 13.5), 3, transform=ax.transData)
 
 
+def _whiten(image, dpi):
+    """An Agg filter that draws white where the artist was."""
+    return np.ones_like(image), 0, 0
+
+
+def _whiten_everything(image, dpi):
+    """An Agg filter that returns a white square far larger than the artist, placed over the whole figure."""
+    return np.ones((3000, 3000, 4), dtype=image.dtype), -1500, -1500
+
+
+def _title_filter(ax, shown, row):
+    ax.set_title("t", fontsize=6)
+    ax.title.set_agg_filter(_whiten_everything)
+
+
+def _minor_grid_wide_and_white(ax, shown, row):
+    ax.minorticks_on()
+    ax.grid(True, which="minor", lw=100, color="w")
+
+
+def _tick_lines_as_bars(ax, shown, row):
+    for tick in ax.xaxis.get_ticklines():
+        tick.set_linestyle("-")
+        tick.set_linewidth(200)
+        tick.set_color("w")
+        tick.set_ydata([0, 1])
+
+
+def _white_text_in_an_inset(ax, shown, row):
+    inset = ax.inset_axes([0, 0, 1, 1])
+    inset.axis("off")
+    inset.text(0.5, 0.5, "\n".join(["\u2588" * 6] * 6), fontsize=40, color="w", transform=inset.transAxes,
+               ha="center", va="center", linespacing=0.8)
+
+
+def _patch_from_an_axes_outside(ax, shown, row):
+    from matplotlib.patches import Rectangle
+
+    outside = ax.inset_axes([1.2, 0, 0.01, 0.01])
+    outside.axis("off")
+    outside.add_patch(Rectangle((0, 0), 1, 1, transform=ax.figure.transFigure, clip_on=False, color="w"))
+
+
+def _negative_inset_cover(ax, shown, row):
+    from matplotlib.transforms import Bbox
+
+    cover = ax.inset_axes([0, 0, 1, 1])
+    cover.set_axes_locator(lambda a, r: Bbox.from_bounds(ax.get_position().x1, ax.get_position().y1,
+                                                         -ax.get_position().width, -ax.get_position().height))
+    cover.set_xticks([])
+    cover.set_yticks([])
+
+
+def _flat_when_resampled(ax, shown, row):
+    """A norm linear on the image's own array and on 1-D samples, flat on what a draw resamples."""
+    from matplotlib.colors import Normalize
+
+    class ShapeNorm(Normalize):
+        def __call__(self, value, clip=None):
+            out = super().__call__(value, clip)
+            if np.ndim(value) < 2 or np.shape(value) == row.shape:
+                return out
+            return np.ma.masked_array(np.full(np.shape(value), 0.5))
+
+    shown.set_norm(ShapeNorm(*shown.get_clim()))
+    shown.set_interpolation_stage("data")
+
+
 def _white_square(fig=None):
     from matplotlib.patches import Rectangle
 
@@ -823,6 +891,9 @@ def _grey_named(name: str):
 
     return LinearSegmentedColormap.from_list(name, ["black", "white"])
 
+
+#: The start of the failure of a template that a draw of the figure does not show (figures.drawn_mismatch).
+NOT_SHOWN = "`fig_templates`' image 0 does not show its values when the figure is drawn"
 
 #: q6's figures, each drawn by ``_templates`` with these options, and the start of the failure each must give
 #: (``None``: passes). The sixth hostile review drew the templates at a limit of 1e6 (flat) or 1e-9 (saturated);
@@ -999,6 +1070,22 @@ TEMPLATE_FIGURES = {
     "thin_grid_and_minor_ticks": ({"after": lambda ax, shown, row: (ax.grid(True), ax.minorticks_on())}, None),
     "figure_text_block": ({"after": lambda ax, shown, row: ax.figure.text(0.5, 0.5, "\u2588", fontsize=600)},
                           "the figure holding `fig_templates`' image 0 has text larger than 40 points on it"),
+    # the nineteenth's: matplotlib's own means that no single check read, caught by drawing the figure once and
+    # comparing each image's cells with their own colours (figures.drawn_mismatch)
+    "axes_agg_filter": ({"after": lambda ax, shown, row: ax.set_agg_filter(_whiten)}, NOT_SHOWN),
+    "figure_agg_filter": ({"after": lambda ax, shown, row: ax.figure.set_agg_filter(_whiten)}, NOT_SHOWN),
+    "title_filter_over_the_figure": ({"after": _title_filter}, NOT_SHOWN),
+    "animated_axes": ({"after": lambda ax, shown, row: ax.set_animated(True)}, NOT_SHOWN),
+    "minor_grid_wide_and_white": ({"after": _minor_grid_wide_and_white}, NOT_SHOWN),
+    "tick_lines_as_bars": ({"after": _tick_lines_as_bars}, NOT_SHOWN),
+    "white_text_in_an_inset": ({"after": _white_text_in_an_inset}, NOT_SHOWN),
+    "patch_from_an_axes_outside": ({"after": _patch_from_an_axes_outside}, NOT_SHOWN),
+    "negative_inset_cover": ({"after": _negative_inset_cover}, NOT_SHOWN),
+    "flat_when_resampled": ({"after": _flat_when_resampled}, NOT_SHOWN),
+    # and honest figures the draw must not refuse: interpolation of one's own, a grid, a label on the image
+    "bilinear_interpolation": ({"imshow": {"interpolation": "bilinear"}}, None),
+    "grid_and_a_label_on_it": ({"after": lambda ax, shown, row: (ax.grid(True), ax.text(1, 3, "w", color="k"))},
+                               None),
 }
 
 

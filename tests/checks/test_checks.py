@@ -513,3 +513,67 @@ def test_grid_cells_refuses_no_axes():
 
     with pytest.raises(ValueError, match="at least one Axes"):
         figures.grid_cells([])
+
+
+# ---------------------------------------------------------------- figures.drawn_mismatch
+
+
+def _gradient_image():
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(3, 3))
+    return fig, ax, ax.imshow(np.arange(28 * 28, dtype=float).reshape(28, 28), cmap="viridis")
+
+
+def test_drawn_mismatch_is_zero_for_a_plain_image_and_sees_later_changes_outside_a_block():
+    import matplotlib.pyplot as plt
+
+    from autograder import figures
+
+    fig, ax, image = _gradient_image()
+    try:
+        before = figures.drawn_mismatch(image)
+        ax.set_agg_filter(lambda pixels, dpi: (np.ones_like(pixels), 0, 0))  # the whole Axes drawn white
+        after = figures.drawn_mismatch(image)
+    finally:
+        plt.close(fig)
+    assert before == 0.0, f"an image drawn by imshow alone shows every cell in its own colour: {before}"
+    assert after > 0.9, f"an Axes filtered white hides (nearly) every cell of a viridis gradient: {after}"
+
+
+def test_drawn_mismatch_draws_each_figure_once_inside_a_block(monkeypatch):
+    import matplotlib.pyplot as plt
+
+    from autograder import figures
+
+    draws = []
+    real = figures._draw_and_compare
+    monkeypatch.setattr(figures, "_draw_and_compare", lambda fig: draws.append(fig) or real(fig))
+    fig, (ax, other) = plt.subplots(1, 2, figsize=(6, 3))
+    image = ax.imshow(np.arange(28 * 28, dtype=float).reshape(28, 28), cmap="viridis")
+    second = other.imshow(np.eye(4))
+    try:
+        with figures.one_draw_per_figure():
+            actual = (figures.drawn_mismatch(image), figures.drawn_mismatch(second))
+        figures.drawn_mismatch(image)
+    finally:
+        plt.close(fig)
+    assert actual == (0.0, 0.0), f"both images show their values: {actual}"
+    assert len(draws) == 2, f"one draw for the block's two images, one for the call after it: {len(draws)}"
+
+
+def test_drawn_mismatch_leaves_the_figure_as_it_was():
+    import matplotlib.pyplot as plt
+
+    from autograder import figures
+
+    fig, ax, image = _gradient_image()
+    image.set_interpolation("bilinear")
+    dpi = fig.dpi
+    canvas = fig.canvas
+    try:
+        figures.drawn_mismatch(image)
+        actual = (image.get_interpolation(), fig.dpi, fig.canvas)
+    finally:
+        plt.close(fig)
+    assert actual == ("bilinear", dpi, canvas), f"interpolation, dpi and canvas restored: {actual}"

@@ -802,6 +802,17 @@ def _drawn_otherwise(fig, how: str):
     elif how == "RdBu_r_colours_of_your_own":
         for shown in (vertical_map, horizontal_map):
             shown.set_cmap(ListedColormap(plt.get_cmap("RdBu_r")(np.linspace(0, 1, 256)), name="mine"))
+    elif how == "figure_filtered_white":  # the nineteenth review's: caught only by drawing the figure
+        fig.set_agg_filter(lambda image, dpi: (np.ones_like(image), 0, 0))
+    elif how == "maps_axes_animated":
+        fig.axes[2].set_animated(True)
+    elif how == "minor_grid_wide_and_white":
+        fig.axes[1].minorticks_on()
+        fig.axes[1].grid(True, which="minor", lw=100, color="w")
+    elif how == "style_of_ones_own":  # honest: a style sheet, titles, a grid
+        for ax, title in zip(fig.axes, ("trousers", "vertical", "horizontal")):
+            ax.set_title(title)
+            ax.grid(True, color="0.8", lw=0.5)
     else:
         raise ValueError(how)
     return fig
@@ -824,6 +835,10 @@ def _drawn_otherwise(fig, how: str):
     ("two_slope_norm_at_zero", None),
     ("axis_off", None),
     ("RdBu_r_colours_of_your_own", None),
+    ("figure_filtered_white", "`fig.axes[0]` does not show its values when the figure is drawn"),
+    ("maps_axes_animated", "`fig.axes[2]` does not show its values when the figure is drawn"),
+    ("minor_grid_wide_and_white", "`fig.axes[1]` does not show its values when the figure is drawn"),
+    ("style_of_ones_own", None),
 ])
 def test_q3_6_drawn_so_that_it_shows_something_else_fails_in_the_notebook_and_crossed(answers, figure_factory, how,
                                                                                          expected):

@@ -27,6 +27,7 @@ from autograder.grade import (
     DEFAULT_TIMEOUT,
     JUDGE_MARGIN,
     GradeResult,
+    batch_labels,
     failure_results,
     format_table,
     grade_many,
@@ -140,6 +141,18 @@ def test_question_scores_of_results_without_tests_is_empty(results):
 def test_submission_label_drops_the_extension(name, expected):
     actual = submission_label(Path("/subs") / name)
     assert actual == expected, f"submission_label({name!r}): expected {expected!r}, got {actual!r}"
+
+
+@pytest.mark.parametrize("paths, expected", [
+    (["a/x.ipynb", "b/x.ipynb", "c/x-2.ipynb"], ["x", "x-2", "x-2-2"]),
+    (["a/x-2.ipynb", "b/x.ipynb", "c/x.ipynb"], ["x-2", "x", "x-3"]),
+    (["a/x.ipynb", "b/x.zip", "c/y.ipynb"], ["x", "x-2", "y"]),
+])
+def test_batch_labels_are_distinct_even_when_a_file_name_looks_like_a_suffix(paths, expected):
+    """A nineteenth hostile review: a/x, b/x and c/x-2 were labelled x, x-2 and x-2, and one results folder
+    overwrote the other."""
+    actual = batch_labels([Path("/subs") / p for p in paths])
+    assert actual == expected, f"batch_labels({paths}): expected {expected}, got {actual}"
 
 
 def test_grade_result_total_and_possible():
@@ -622,3 +635,40 @@ def test_grading_as_root_makes_submissions_and_results_unreadable_to_other_users
                 "sticky": 0o1777, "alone.ipynb": 0o600}
     assert actual == expected, f"modes after protect_inputs: { {k: oct(v) for k, v in actual.items()} }"
     assert str(sticky) not in changed and str(subs) in changed, changed
+
+
+# ---------------------------------------------------------------- load_submission: sizes
+
+
+def _notebook_json(padding: int = 0) -> str:
+    import nbformat
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1")])
+    nb.metadata["padding"] = " " * padding
+    return nbformat.writes(nb)
+
+
+def test_a_notebook_larger_than_the_grader_reads_is_refused_saying_how_large(tmp_path):
+    from autograder.judge import MAX_NOTEBOOK_BYTES, SubmissionError, load_submission
+
+    path = tmp_path / "huge.ipynb"
+    with open(path, "wb") as f:  # sparse: the size is what counts, and it is refused before any read
+        f.truncate(MAX_NOTEBOOK_BYTES + 1)
+    with pytest.raises(SubmissionError, match=r"huge.ipynb is 32 MB, more than the 32 MB the grader reads"):
+        load_submission(path)
+
+
+def test_a_zip_that_unpacks_to_more_than_the_grader_reads_is_refused_unread(tmp_path):
+    """A nineteenth hostile review: a zip of 153 KB took the judge (root, no memory limit) to 820 MB."""
+    from autograder.judge import MAX_NOTEBOOK_BYTES, SubmissionError, load_submission
+
+    bomb, honest = tmp_path / "bomb.zip", tmp_path / "honest.zip"
+    with zipfile.ZipFile(bomb, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("notebook.ipynb", _notebook_json(padding=MAX_NOTEBOOK_BYTES))
+    with zipfile.ZipFile(honest, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("notebook.ipynb", _notebook_json(padding=1000))
+    assert bomb.stat().st_size < 1 << 20, "the bomb is small on disk"
+    with pytest.raises(SubmissionError, match=r"notebook.ipynb is 32 MB, more than the 32 MB the grader reads"):
+        load_submission(bomb)
+    actual = load_submission(honest)
+    assert [c.source for c in actual.cells] == ["x = 1"], "a zip of an ordinary notebook is read"

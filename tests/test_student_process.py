@@ -1,0 +1,146 @@
+"""The student process as a notebook sees it: cell magics, ``%matplotlib``, Otter's seeding, cell errors in
+the output, and a student process that stops talking in the middle of a reply.
+
+A nineteenth hostile review: a cell that starts with ``%%time`` or ``%%capture`` failed (the seeding lines
+put in front of it made the magic a line magic), and ``%matplotlib inline`` raised ``NotImplementedError`` in
+the plain IPython shell; either way the cell's answers were lost and the output did not say why. A student
+process that wrote half a frame and slept held the judge past every limit.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+
+import numpy as np
+import pytest
+
+from autograder.judge import Limits, Session, StudentFailure, _cell_notes
+
+SEED = 42
+
+CELLS = [
+    "%%time\nfirst = 1",
+    "%%capture captured\nprint('hidden')\nsecond = 2",
+    "%matplotlib inline\nimport matplotlib\nbackend = matplotlib.get_backend()",
+    "import numpy as np, random\ndraws = [float(np.random.rand()), random.random()]",
+    "undefined_name + 1",
+    "after = 3",
+]
+
+
+@pytest.fixture
+def session(tmp_path):
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    session = Session(workdir, CELLS, Limits(), None, time.monotonic() + 120, seed=SEED)
+    session.run_all()
+    yield session
+    session.process.stop()
+
+
+def test_cell_magics_and_matplotlib_magics_run_the_whole_cell(session):
+    actual = session.values(["first", "second", "backend", "after"])
+    assert actual["first"] == 1, f"a %%time cell's code should run: {session.records[0]}"
+    assert actual["second"] == 2, f"a %%capture cell's code should run: {session.records[1]}"
+    assert actual["backend"].lower() == "agg", f"%matplotlib keeps the grader's Agg backend: {actual['backend']!r}"
+    assert actual["after"] == 3, "the cell after one that raised still runs"
+    assert [r.error for r in session.records[:4]] == [None] * 4, [r.error for r in session.records]
+
+
+def test_every_cell_is_seeded_as_otter_seeds_it(session):
+    expected_numpy = np.random.RandomState(SEED).rand()
+    expected_random = random.Random(SEED).random()
+    actual = session.values(["draws"])["draws"]
+    assert actual == [expected_numpy, expected_random], \
+        f"each cell starts from numpy's and random's generators seeded with {SEED}: {actual}"
+
+
+def test_a_cell_that_raised_is_named_in_the_output(session):
+    notes = _cell_notes(session.records)
+    expected = "Code cell 5 raised NameError: name 'undefined_name' is not defined; grading went on after it."
+    assert notes == [expected], f"one note, for the fifth cell: {notes}"
+
+
+def test_more_than_ten_cells_that_raised_are_counted_not_listed():
+    from autograder.judge import CellRecord
+
+    records = [CellRecord(i, f"ValueError: bad {i}\nmore lines") for i in range(12)]
+    notes = _cell_notes(records)
+    assert len(notes) == 11, notes
+    assert notes[0] == "Code cell 1 raised ValueError: bad 0; grading went on after it."
+    assert notes[-1] == "2 more code cell(s) raised errors."
+
+
+def test_a_reply_begun_and_never_finished_stops_the_student_process_in_time(tmp_path):
+    # the cell writes the first bytes of a frame to the judge's socket itself, then sleeps: the judge must
+    # not wait for the rest past the cell's limit
+    hang = ("import socket, struct, sys, time\n"
+            "s = socket.socket(fileno=int(sys.argv[-1]))\n"
+            "s.sendall(struct.pack('!II', 100, 0) + b'{\"op\": ')\n"
+            "time.sleep(600)")
+    limits = Limits(cell_seconds=3)
+    session = Session(tmp_path, ["x = 1", hang, "y = 2"], limits, None, time.monotonic() + 120)
+    started = time.monotonic()
+    try:
+        session.run_all()
+        seconds = time.monotonic() - started
+        values = session.values(["x", "y"])
+    finally:
+        session.process.stop()
+    assert session.records[1].problem is not None and "did not finish it within 3 seconds" in session.records[1].problem, \
+        f"the second cell should be stopped for a reply it never finished: {session.records[1]}"
+    assert values == {"x": 1, "y": 2}, f"the cells before and after it run in a fresh student process: {values}"
+    assert seconds < 60, f"the judge waited {seconds:.0f} s for a cell limited to 3 s (and 10 s of grace)"
+
+
+def test_a_request_the_student_process_never_reads_stops_it(tmp_path):
+    session = Session(tmp_path, [], Limits(), None, time.monotonic() + 60)
+    session.process.start()
+    try:
+        session.process.proc.send_signal(19)  # SIGSTOP: alive, reading nothing
+        with pytest.raises(StudentFailure, match="did not take the request within 2 seconds"):
+            session.process.request({"op": "get", "names": ["x" * 100]}, b"\0" * (64 << 20), 2.0, what="testing")
+        assert not session.process.alive, "the student process is stopped"
+    finally:
+        session.process.stop()
+
+
+def test_the_student_process_dies_with_a_judge_killed_from_outside(tmp_path):
+    """A nineteenth hostile review: a judge killed by ``grade``'s timeout left its student process running."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    judge = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time\n"
+        "from autograder.judge import Limits, Session\n"
+        f"session = Session({str(tmp_path)!r}, [], Limits(), None, time.monotonic() + 60)\n"
+        "session.process.start()\n"
+        "from autograder import channel\n"  # a cell that sleeps: the student process is not waiting on the socket
+        "channel.send(session.process.sock, {'op': 'exec', 'source': 'import time; time.sleep(600)'})\n"
+        "print(session.process.proc.pid, flush=True)\n"
+        "time.sleep(600)\n")], stdout=subprocess.PIPE, text=True)
+    try:
+        worker = int(judge.stdout.readline())
+        time.sleep(1)
+        assert _alive(worker), "the student process runs while its judge does"
+        judge.send_signal(signal.SIGKILL)
+        judge.wait()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and _alive(worker):
+            time.sleep(0.05)
+        assert not _alive(worker), "the student process outlived its judge"
+    finally:
+        judge.kill()
+        judge.wait()
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie waiting for init to reap it does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
