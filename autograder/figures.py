@@ -120,7 +120,12 @@ def image_problems(image: Any) -> list[str]:
         problems.append("is blurred (set_filterrad above imshow's 4): draw it as imshow does")
     if not problems:
         share = drawn_mismatch(image)
-        if share > MAX_DRAWN_MISMATCH:
+        moved = pixel_placed(image)
+        if moved:
+            problems.append(f"{NOT_SHOWN} at another size: its figure holds {moved} artist(s) placed in screen "
+                            "pixels (a transform that does not follow the figure's dpi, such as IdentityTransform), "
+                            "which land elsewhere then: place everything in data, Axes or figure coordinates")
+        elif share > MAX_DRAWN_MISMATCH:
             problems.append(f"{NOT_SHOWN}: {share:.0%} of its cells come out in other colours (something in the "
                             "figure covers, hides, filters or recolours it): draw it with imshow and nothing over it")
     return problems
@@ -156,25 +161,40 @@ def drawn_mismatch(image: Any) -> float:
     lines drawn wide and white, artists of another Axes drawn outside its box, Axes of negative size, and a norm
     that is linear on the image's own array but flat on the resampled one a draw feeds it. So the figure is
     drawn once (Agg, every image resampled ``nearest`` so that each cell keeps its colour, at a resolution that
-    gives each cell :data:`RENDER_PIXELS_PER_CELL` pixels, and at least the figure's own dpi, where artists
-    placed in pixels sit where the student sees them), and each cell counts as shown when at least half of its
-    pixels have its own colour (every pixel, not a few sample points a cover could leave holes at). The figure is left as it was. Inside :func:`one_draw_per_figure` one draw serves
+    gives each cell :data:`RENDER_PIXELS_PER_CELL` pixels, at least the figure's own dpi, within
+    :data:`MAX_RENDER_DPI` and :data:`MAX_RENDER_PIXELS`), and each cell counts as shown when at least half of
+    its pixels have its own colour (every pixel, not a few sample points a cover could leave holes at). Artists
+    placed in screen pixels, which land elsewhere at the grader's dpi, make every image count as not shown
+    (:func:`pixel_placed`). The figure is left as it was. Inside :func:`one_draw_per_figure` one draw serves
     every image of a figure; elsewhere each call draws. An image whose figure cannot be drawn counts as not
     shown (1.0)."""
+    drawn = _drawn(image)
+    return 1.0 if drawn.get("moved") else drawn.get(id(image), 1.0)
+
+
+def pixel_placed(image: Any) -> int:
+    """How many artists of ``image``'s figure land elsewhere, in inches, when the figure is drawn at the
+    grader's dpi rather than its own (:func:`drawn_mismatch`): artists placed in screen pixels. Review twenty-one
+    hid the images under a white rectangle in ``IdentityTransform``, placed over them at the figure's own dpi
+    and beside them at the grader's (above or below it)."""
+    return int(_drawn(image).get("moved", 0))
+
+
+def _drawn(image: Any) -> dict:
+    """:func:`_draw_and_compare` for ``image``'s figure, once per :func:`one_draw_per_figure` block."""
     fig = root_figure(image.axes) if image.axes is not None else None
     if fig is None:
-        return 1.0
+        return {}
     drawn = _DRAWS.get(id(fig)) if _DRAWS is not None else None
-    if drawn is None:
-        try:
-            drawn = _draw_and_compare(fig)
-        except Exception:  # noqa: BLE001 - a figure matplotlib cannot draw shows nothing
-            drawn = {}
-        if _DRAWS is not None:
-            _DRAWS[id(fig)] = (fig, drawn)  # the figure kept alive with its id while the block runs
-    else:
-        drawn = drawn[1]
-    return drawn.get(id(image), 1.0)
+    if drawn is not None:
+        return drawn[1]
+    try:
+        drawn = _draw_and_compare(fig)
+    except Exception:  # noqa: BLE001 - a figure matplotlib cannot draw shows nothing
+        drawn = {}
+    if _DRAWS is not None:
+        _DRAWS[id(fig)] = (fig, drawn)  # the figure kept alive with its id while the block runs
+    return drawn
 
 
 #: The draws of :func:`one_draw_per_figure`'s block (``{id(figure): (figure, {id(image): share})}``), else ``None``.
@@ -197,8 +217,10 @@ def one_draw_per_figure():
             _DRAWS = None
 
 
-def _draw_and_compare(fig: Any) -> dict[int, float]:
-    """:func:`drawn_mismatch` for every image of ``fig`` (``{id(image): share}``), from one draw."""
+def _draw_and_compare(fig: Any) -> dict:
+    """:func:`drawn_mismatch` for every image of ``fig`` (``{id(image): share}``), from one draw, and under
+    ``"moved"`` the number of :func:`pixel_placed` artists (when the grader's dpi is not the figure's own, the
+    figure is first drawn at its own, and each visible artist's transform read after each draw)."""
     import numpy as np
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.image import AxesImage
@@ -214,7 +236,9 @@ def _draw_and_compare(fig: Any) -> dict[int, float]:
         if inches > 0:
             dpi = max(dpi, RENDER_PIXELS_PER_CELL / inches)
     width, height = _size_inches(fig)
-    dpi = min(dpi, MAX_RENDER_DPI, (MAX_RENDER_PIXELS / max(width * height, 1e-6)) ** 0.5)
+    budget = (MAX_RENDER_PIXELS / max(width * height, 1e-6)) ** 0.5
+    dpi = min(dpi, MAX_RENDER_DPI, budget)
+    own = min(float(fig.dpi), budget)  # the figure's own dpi (within the budget): where the student sees it
     old_canvas, old_dpi, engine = fig.canvas, fig.dpi, fig.get_layout_engine()
     interpolations = [(im, im.get_interpolation()) for im in images]
     canvas = old_canvas if isinstance(old_canvas, FigureCanvasAgg) else FigureCanvasAgg(fig)
@@ -224,12 +248,20 @@ def _draw_and_compare(fig: Any) -> dict[int, float]:
             fig._layout_engine = None
         for im, _ in interpolations:
             im.set_interpolation("nearest")
-        fig.dpi = dpi
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            canvas.draw()
+        moved = 0
+        if abs(own - dpi) > 1e-6 * dpi:
+            fig.dpi = own
+            _quiet_draw(canvas)
+            before = _artist_inches(fig)
+            fig.dpi = dpi
+            _quiet_draw(canvas)
+            moved = sum(not _same_place(a, b) for a, b in zip(before, _artist_inches(fig)))
+        else:
+            fig.dpi = dpi
+            _quiet_draw(canvas)
         pixels = np.asarray(canvas.buffer_rgba())[..., :3].astype(np.int16)
-        out = {id(im): _mismatch(im, pixels) for im in images}
+        out: dict = {id(im): _mismatch(im, pixels) for im in images}
+        out["moved"] = moved
     finally:
         if foreign:
             fig._layout_engine = engine
@@ -239,6 +271,43 @@ def _draw_and_compare(fig: Any) -> dict[int, float]:
         if canvas is not old_canvas:
             fig.set_canvas(old_canvas)
     return out
+
+
+#: Points, in each artist's own coordinates, whose place (in inches) :func:`pixel_placed` compares.
+_PROBE = ((0.0, 0.0), (1.0, 1.0), (0.5, 0.25))
+#: Inches an artist may move between two draws at different dpi (pixel rounding of the canvas and of text).
+_PLACE_TOLERANCE = 0.05
+
+
+def _quiet_draw(canvas: Any) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        canvas.draw()
+
+
+def _artist_inches(fig: Any) -> list:
+    """Where each visible artist of ``fig`` puts :data:`_PROBE`, in inches from the figure's corner."""
+    import numpy as np
+
+    out = []
+    for artist in fig.findobj(lambda a: a is not fig and a.get_visible()):
+        try:
+            out.append(np.asarray(artist.get_transform().transform(_PROBE), dtype=float) / float(fig.dpi))
+        except Exception:  # noqa: BLE001 - an artist without a usable transform draws nothing placeable
+            out.append(None)
+    return out
+
+
+def _same_place(a: Any, b: Any) -> bool:
+    import numpy as np
+
+    if a is None or b is None:
+        return a is None and b is None
+    if a.shape != b.shape:
+        return False
+    finite = np.isfinite(a) & np.isfinite(b)
+    return bool(np.array_equal(np.isfinite(a), np.isfinite(b))
+                and np.allclose(a[finite], b[finite], rtol=0.0, atol=_PLACE_TOLERANCE))
 
 
 def _size_inches(fig: Any) -> tuple[float, float]:

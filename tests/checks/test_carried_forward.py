@@ -878,6 +878,19 @@ def _flat_when_resampled(ax, shown, row):
     shown.set_interpolation_stage("data")
 
 
+def _pixel_placed_cover(ax, shown, row):
+    """The twenty-first review's cover: a white rectangle in screen pixels (IdentityTransform), over the image
+    at the figure's own dpi and elsewhere at any other."""
+    from matplotlib.patches import Rectangle
+    from matplotlib.transforms import IdentityTransform
+
+    box = ax.get_window_extent()
+    holder = ax.inset_axes([1.02, 0.0, 0.01, 0.01])
+    holder.axis("off")
+    holder.add_patch(Rectangle((box.x0, box.y0), box.width, box.height, transform=IdentityTransform(),
+                               clip_on=False, color="w"))
+
+
 def _white_square(fig=None):
     from matplotlib.patches import Rectangle
 
@@ -1082,6 +1095,8 @@ TEMPLATE_FIGURES = {
     "patch_from_an_axes_outside": ({"after": _patch_from_an_axes_outside}, NOT_SHOWN),
     "negative_inset_cover": ({"after": _negative_inset_cover}, NOT_SHOWN),
     "flat_when_resampled": ({"after": _flat_when_resampled}, NOT_SHOWN),
+    # the twenty-first's: a cover placed in pixels, where the images are at the figure's dpi only
+    "pixel_placed_cover": ({"after": _pixel_placed_cover}, NOT_SHOWN + " at another size"),
     # and honest figures the draw must not refuse: interpolation of one's own, a grid, a label on the image
     "bilinear_interpolation": ({"imshow": {"interpolation": "bilinear"}}, None),
     "grid_and_a_label_on_it": ({"after": lambda ax, shown, row: (ax.grid(True), ax.text(1, 3, "w", color="k"))},
