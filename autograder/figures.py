@@ -119,16 +119,53 @@ def image_problems(image: Any) -> list[str]:
     if image.get_filterrad() > 4.0:
         problems.append("is blurred (set_filterrad above imshow's 4): draw it as imshow does")
     if not problems:
+        small = shown_too_small(image)
+        if small:
+            problems.append(small)
+    if not problems:
         share = drawn_mismatch(image)
         moved = pixel_placed(image)
         if moved:
-            problems.append(f"{NOT_SHOWN} at another size: its figure holds {moved} artist(s) placed in screen "
-                            "pixels (a transform that does not follow the figure's dpi, such as IdentityTransform), "
-                            "which land elsewhere then: place everything in data, Axes or figure coordinates")
+            problems.append(f"{NOT_SHOWN} at another size or cropped: its figure holds {moved} artist(s) placed "
+                            "in screen pixels or inches from the canvas's corner (IdentityTransform, "
+                            "fig.dpi_scale_trans), which land elsewhere then: place everything in data, Axes or "
+                            "figure coordinates")
         elif share > MAX_DRAWN_MISMATCH:
             problems.append(f"{NOT_SHOWN}: {share:.0%} of its cells come out in other colours (something in the "
                             "figure covers, hides, filters or recolours it): draw it with imshow and nothing over it")
     return problems
+
+
+#: A figure drawn at fewer dots per inch than this shows nothing (:func:`figure_problems`).
+MIN_FIGURE_DPI = 30
+#: An image needs at least this many screen pixels per cell, each way, at its figure's own dpi (where Jupyter
+#: shows it): review twenty-two drew the 16 templates at 30 dpi on a figure of 1.25 inches, 9 pixels a
+#: template, which the grader's draw (at 4 pixels a cell) did not see; the lesson's figures give 3 to 5.
+MIN_SHOWN_PIXELS_PER_CELL = 1.0
+
+
+def shown_too_small(image: Any) -> str | None:
+    """Why ``image`` is too small to see at its figure's own dpi (fewer than :data:`MIN_SHOWN_PIXELS_PER_CELL`
+    screen pixels a cell, each way), as the rest of a sentence about it, else ``None``."""
+    import numpy as np
+
+    fig = root_figure(image.axes) if image.axes is not None else None
+    if fig is None or fig.dpi < MIN_FIGURE_DPI:  # the figure's own problem (figure_problems)
+        return None
+    try:
+        box = image.get_window_extent()
+        rows, columns = np.shape(image.get_array())[:2]
+        dpi = float(fig.dpi)
+    except Exception:  # noqa: BLE001 - an image whose place cannot be read is judged by the draw
+        return None
+    if not (np.isfinite(box.width) and np.isfinite(box.height)):
+        return None
+    width, height = abs(box.width), abs(box.height)
+    if min(width / max(columns, 1), height / max(rows, 1)) >= MIN_SHOWN_PIXELS_PER_CELL:
+        return None
+    return (f"is shown {width:.0f} by {height:.0f} screen pixels at its figure's dpi ({dpi:g}), fewer than one a "
+            f"cell of its {rows} by {columns}: draw the figure larger or at a higher dpi (plt.subplots' default "
+            "size and dpi are fine)")
 
 
 #: How :func:`image_problems` begins the problem :func:`drawn_mismatch` finds (a check reports it after every
@@ -171,8 +208,8 @@ def drawn_mismatch(image: Any) -> float:
     gives each cell :data:`RENDER_PIXELS_PER_CELL` pixels, at least the figure's own dpi, within
     :data:`MAX_RENDER_DPI` and :data:`MAX_RENDER_PIXELS`), and each cell counts as shown when at least half of
     its pixels have its own colour (every pixel, not a few sample points a cover could leave holes at). Artists
-    placed in screen pixels, which land elsewhere at the grader's dpi, make every image count as not shown
-    (:func:`pixel_placed`). The figure is left as it was. Inside :func:`one_draw_per_figure` one draw serves
+    placed in screen pixels or in inches from the canvas's corner, which land elsewhere at another dpi or on a
+    cropped canvas (a second draw shows where), make every image count as not shown (:func:`pixel_placed`). The figure is left as it was. Inside :func:`one_draw_per_figure` one draw serves
     every image of a figure; elsewhere each call draws. An image whose figure cannot be drawn counts as not
     shown (1.0)."""
     drawn = _drawn(image)
@@ -180,10 +217,12 @@ def drawn_mismatch(image: Any) -> float:
 
 
 def pixel_placed(image: Any) -> int:
-    """How many artists of ``image``'s figure land elsewhere, in inches, when the figure is drawn at the
-    grader's dpi rather than its own (:func:`drawn_mismatch`): artists placed in screen pixels. Review twenty-one
-    hid the images under a white rectangle in ``IdentityTransform``, placed over them at the figure's own dpi
-    and beside them at the grader's (above or below it)."""
+    """How many artists of ``image``'s figure land elsewhere, in inches from the figure's corner, when the
+    figure is drawn at another dpi on a canvas whose corner is elsewhere (:func:`drawn_mismatch`), as a figure
+    saved, or shown cropped to its contents, is: artists placed in screen pixels or in inches from the canvas's
+    corner. Review twenty-one hid the images under a white rectangle in ``IdentityTransform``, placed over them
+    at the figure's own dpi and beside them at the grader's; review twenty-two under white text in
+    ``fig.dpi_scale_trans``, below them in a plain draw and over them in Jupyter's cropped one."""
     return int(_drawn(image).get("moved", 0))
 
 
@@ -226,11 +265,14 @@ def one_draw_per_figure():
 
 def _draw_and_compare(fig: Any) -> dict:
     """:func:`drawn_mismatch` for every image of ``fig`` (``{id(image): share}``), from one draw, and under
-    ``"moved"`` the number of :func:`pixel_placed` artists (when the grader's dpi is not the figure's own, the
-    figure is first drawn at its own, and each visible artist's transform read after each draw)."""
+    ``"moved"`` the number of :func:`pixel_placed` artists, from a second draw at another dpi, on a canvas whose
+    corner is :data:`_SHIFT_INCHES` away from the figure's (as a saved or shown figure is drawn)."""
+    import io
+
     import numpy as np
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.image import AxesImage
+    from matplotlib.transforms import Bbox
 
     images = [im for im in fig.findobj(AxesImage) if im.axes is not None]
     if not images:
@@ -245,31 +287,46 @@ def _draw_and_compare(fig: Any) -> dict:
     width, height = _size_inches(fig)
     budget = (MAX_RENDER_PIXELS / max(width * height, 1e-6)) ** 0.5
     dpi = min(dpi, MAX_RENDER_DPI, budget)
-    own = min(float(fig.dpi), budget)  # the figure's own dpi (within the budget): where the student sees it
+    # the second draw: at the figure's own dpi (where the student sees it) when that is not the grader's, else
+    # half as fine again (a coarser one if that is over the budget); its canvas's corner is moved away from the
+    # figure's, out when the dpi is finer, in when it is coarser, so that no place in screen pixels lands where
+    # it did in the first draw in both ways at once
+    own = min(float(fig.dpi), budget)
+    second = own if abs(own - dpi) > 0.05 * dpi else dpi * 1.5 if dpi * 1.5 <= budget else dpi / 1.5
+    shift = -_SHIFT_INCHES if second > dpi else _SHIFT_INCHES
     old_canvas, old_dpi, engine = fig.canvas, fig.dpi, fig.get_layout_engine()
     interpolations = [(im, im.get_interpolation()) for im in images]
     canvas = old_canvas if isinstance(old_canvas, FigureCanvasAgg) else FigureCanvasAgg(fig)
     foreign = engine is not None and type(engine).__name__ not in LAYOUT_ENGINES
+    shifted: dict = {}
+
+    def read_places(event: Any) -> None:  # each draw of print_figure's; the last one is the shifted canvas's
+        shifted.clear()
+        shifted.update(_artist_places(fig, event.renderer))
+
+    callback = None
     try:
         if foreign:  # refused apart (figure_problems); run here, it would move the Axes the other checks read
             fig._layout_engine = None
         for im, _ in interpolations:
             im.set_interpolation("nearest")
-        moved = 0
-        if abs(own - dpi) > 1e-6 * dpi:
-            fig.dpi = own
-            _quiet_draw(canvas)
-            before = _artist_inches(fig)
-            fig.dpi = dpi
-            _quiet_draw(canvas)
-            moved = sum(not _same_place(a, b) for a, b in zip(before, _artist_inches(fig)))
-        else:
-            fig.dpi = dpi
-            _quiet_draw(canvas)
+        callback = canvas.mpl_connect("draw_event", read_places)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            canvas.print_figure(io.BytesIO(), format="rgba", dpi=second,
+                                bbox_inches=Bbox.from_bounds(shift, shift, width, height))
+        canvas.mpl_disconnect(callback)
+        callback = None
+        fig.dpi = dpi
+        _quiet_draw(canvas)
+        here = _artist_places(fig, canvas.get_renderer())
+        moved = sum(not _same_place(place, shifted[key]) for key, place in here.items() if key in shifted)
         pixels = np.asarray(canvas.buffer_rgba())[..., :3].astype(np.int16)
         out: dict = {id(im): _mismatch(im, pixels) for im in images}
         out["moved"] = moved
     finally:
+        if callback is not None:
+            canvas.mpl_disconnect(callback)
         if foreign:
             fig._layout_engine = engine
         fig.dpi = old_dpi
@@ -280,10 +337,15 @@ def _draw_and_compare(fig: Any) -> dict:
     return out
 
 
-#: Points, in each artist's own coordinates, whose place (in inches) :func:`pixel_placed` compares.
-_PROBE = ((0.0, 0.0), (1.0, 1.0), (0.5, 0.25))
-#: Inches an artist may move between two draws at different dpi (pixel rounding of the canvas and of text).
+#: Inches between the corner of :func:`pixel_placed`'s second canvas and the figure's corner. Review
+#: twenty-two placed a white text in inches from the canvas's corner (``fig.dpi_scale_trans``) below the images,
+#: where a plain draw showed it over nothing; Jupyter shows a figure cropped to its contents
+#: (``bbox_inches="tight"``), which moved everything else down and the images under the text.
+_SHIFT_INCHES = 0.5
+#: Inches an artist may move between two draws at different dpi (text and layouts measured in whole pixels).
 _PLACE_TOLERANCE = 0.05
+#: At most this many of a collection's offsets are compared.
+_MAX_OFFSETS = 1000
 
 
 def _quiet_draw(canvas: Any) -> None:
@@ -292,18 +354,39 @@ def _quiet_draw(canvas: Any) -> None:
         canvas.draw()
 
 
-def _artist_inches(fig: Any) -> list:
-    """Where each visible artist of ``fig`` puts :data:`_PROBE`, in inches from the figure's corner."""
+def _artist_places(fig: Any, renderer: Any) -> dict:
+    """Where each visible artist of ``fig`` that draws (one without children) lands in the draw ``renderer``
+    has just made, in inches from the figure's own corner (``fig.transFigure``'s origin, which a cropped or
+    shifted canvas moves): a text's anchor, a collection's offsets (those set: none is the origin of its
+    offset transform, which places nothing), any other artist's drawn box (``get_window_extent``);
+    ``{id(artist): points or None}``."""
     import numpy as np
+    from matplotlib.collections import Collection
+    from matplotlib.text import Text
 
-    out = []
-    for artist in fig.findobj(lambda a: a is not fig and a.get_visible()):
+    origin = np.asarray(fig.transFigure.transform((0.0, 0.0)), dtype=float)
+    scale = float(renderer.points_to_pixels(72.0))  # pixels per inch in this draw
+    out = {}
+    for artist in fig.findobj(lambda a: a is not fig and a is not fig.patch and a.get_visible()
+                              and not a.get_children()):  # the figure's background fills any canvas
+        points = []
         try:
-            out.append(np.asarray(artist.get_transform().transform(_PROBE), dtype=float) / float(fig.dpi))
-        except Exception:  # noqa: BLE001 - an artist without a usable transform draws nothing placeable
-            out.append(None)
+            if isinstance(artist, Text):
+                if not artist.get_text():  # draws nothing (mpl_toolkits' empty axis labels)
+                    continue
+                points.append(artist.get_transform().transform([artist.get_unitless_position()]))
+            else:
+                if isinstance(artist, Collection) and getattr(artist, "_offsets", None) is not None:
+                    offsets = np.asarray(artist.get_offsets(), dtype=float).reshape(-1, 2)[:_MAX_OFFSETS]
+                    if len(offsets):
+                        points.append(artist.get_offset_transform().transform(offsets))
+                box = artist.get_window_extent(renderer).get_points()
+                if np.all(np.isfinite(box)) and np.any(box != 0):  # drawn somewhere (not Bbox.null, not 0 by 0)
+                    points.append(box)
+        except Exception:  # noqa: BLE001 - an artist without a usable place draws nothing placeable
+            pass
+        out[id(artist)] = (np.concatenate(points) - origin) / scale if points else None
     return out
-
 
 def _same_place(a: Any, b: Any) -> bool:
     import numpy as np
@@ -445,7 +528,7 @@ def figure_problems(fig: Any) -> list[str]:
     problems = []
     if not fig.get_visible():
         problems.append("is hidden (set_visible(False))")
-    if fig.dpi < 30:
+    if fig.dpi < MIN_FIGURE_DPI:
         problems.append(f"is drawn at {fig.dpi:g} dots per inch (matplotlib's default is 100)")
     engine = fig.get_layout_engine()
     if engine is not None and type(engine).__name__ not in LAYOUT_ENGINES:

@@ -102,17 +102,30 @@ def question_scores(results: dict) -> dict[str, tuple[float, float]]:
     return scores
 
 
+#: names in a batch's output folder that no submission's folder may take (:func:`batch_labels`)
+RESERVED_LABELS = frozenset({"scores.csv"})
+
+
 def submission_label(path: Path) -> str:
-    """A folder name for a submission's outputs: its file name without the extension."""
-    return path.name.rsplit(".", 1)[0] if "." in path.name else path.name
+    """A folder name for a submission's outputs: its file name without the extension.
+
+    A name of dots only, or none (``...ipynb``, ``.ipynb``), would name the
+    output folder itself or its parent (a twenty-second hostile review:
+    ``...ipynb``'s results were written beside the batch's folder); its
+    dots become underscores.
+    """
+    label = path.name.rsplit(".", 1)[0] if "." in path.name else path.name
+    return label if label.strip(".") else label.replace(".", "_") or "_"
 
 
 def batch_labels(submissions: list[Path]) -> list[str]:
     """One distinct label per submission (:func:`submission_label`), in order: a label already taken gets the
     first free ``-2``, ``-3``... suffix (``a/x``, ``b/x`` and ``c/x-2`` are x, x-2 and x-2-2: counting only
-    repeats of a file name gave two "x-2", and one overwrote the other's results, a nineteenth hostile review)."""
+    repeats of a file name gave two "x-2", and one overwrote the other's results, a nineteenth hostile review).
+    The batch's own table is taken from the start (:data:`RESERVED_LABELS`: ``scores.csv.ipynb``'s folder
+    stopped the table being written, a twenty-second hostile review)."""
     labels: list[str] = []
-    taken: set[str] = set()
+    taken: set[str] = set(RESERVED_LABELS)
     for sub in submissions:
         base = label = submission_label(Path(sub))
         n = 1

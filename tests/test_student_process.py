@@ -5,17 +5,25 @@ A nineteenth hostile review: a cell that starts with ``%%time`` or ``%%capture``
 put in front of it made the magic a line magic), and ``%matplotlib inline`` raised ``NotImplementedError`` in
 the plain IPython shell; either way the cell's answers were lost and the output did not say why. A student
 process that wrote half a frame and slept held the judge past every limit.
+
+A twenty-second hostile review: a ``DataLoader`` with four worker processes took an honest notebook past the
+memory limit, because each forked worker's resident memory counted the pages it shares with its parent again.
 """
 
 from __future__ import annotations
 
+import os
 import random
+import shutil
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from autograder.judge import Limits, Session, StudentFailure, _cell_notes
+from autograder.judge import Limits, Session, StudentFailure, _cell_notes, _proportional_kb, _resident_kb
 
 SEED = 42
 
@@ -144,3 +152,79 @@ def _alive(pid: int) -> bool:
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False
+
+
+def _forking_cell(write: bool) -> str:
+    """A cell holding 400 MB that forks four processes which keep it (``write``: each writes its own copy, as
+    four processes that each allocate 400 MB would), waits long enough for several memory checks, and ends
+    them."""
+    return ("import os, time\n"
+            "big = bytearray(b'\\1') * (400 << 20)\n"
+            "children = []\n"
+            "for _ in range(4):\n"
+            "    pid = os.fork()\n"
+            "    if pid == 0:\n"
+            + ("        big[::4096] = b'\\2' * len(big[::4096])\n" if write else "")
+            + "        time.sleep(60)\n"
+            "        os._exit(0)\n"
+            "    children.append(pid)\n"
+            "time.sleep(4)\n"
+            "for pid in children:\n"
+            "    os.kill(pid, 9)\n"
+            "    os.waitpid(pid, 0)\n"
+            "done = True")
+
+
+@pytest.mark.parametrize("write, stopped", [(False, False), (True, True)], ids=["shared", "written"])
+def test_forked_processes_count_the_memory_they_share_once(tmp_path, write, stopped):
+    # 1,200 MB: the worker holds about 450 MB with the 400 MB buffer, so five processes' resident memory sums
+    # to over 2,000 MB whether or not the pages are shared; shared, they use about 450 MB, written, about 2,050
+    limits = Limits(memory_mb=1200)
+    session = Session(tmp_path, [_forking_cell(write)], limits, None, time.monotonic() + 120)
+    try:
+        session.run_all()
+        problem = session.records[0].problem
+        values = session.values(["done"])
+    finally:
+        session.process.stop()
+    if stopped:
+        assert problem is not None and "more than 1200 MB of memory" in problem, \
+            f"four processes that each write 400 MB should be stopped at 1,200 MB: {session.records[0]}"
+    else:
+        assert problem is None and values == {"done": True}, \
+            f"four forked processes sharing their parent's 400 MB should stay under 1,200 MB: {session.records[0]}"
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0 or not shutil.which("setpriv"),
+                    reason="needs root and setpriv to run a judge without CAP_SYS_PTRACE")
+def test_a_root_judge_without_ptrace_capability_reads_the_sandbox_users_share(tmp_path):
+    # Docker's default capabilities (no CAP_SYS_PTRACE): root may not read another user's smaps_rollup, but
+    # the same read with that user's file-system ids may
+    docker_capabilities = ("+chown,+dac_override,+fsetid,+fowner,+mknod,+net_raw,+setgid,+setuid,+setfcap,"
+                           "+setpcap,+net_bind_service,+sys_chroot,+kill,+audit_write")
+    script = (
+        "import subprocess, sys, time\n"
+        "from autograder.judge import _proportional_kb, _resident_kb\n"
+        "child = subprocess.Popen([sys.executable, '-c', "
+        "'import time; big = bytearray(b\"\\\\1\") * (100 << 20); print(1, flush=True); time.sleep(60)'],"
+        " user=65534, group=65534, stdout=subprocess.PIPE)\n"
+        "child.stdout.readline()\n"
+        "try:\n"
+        "    try:\n"
+        "        open(f'/proc/{child.pid}/smaps_rollup').read()\n"
+        "        plain = 'readable'\n"
+        "    except PermissionError:\n"
+        "        plain = 'refused'\n"
+        "    rss, owner = _resident_kb(child.pid)\n"
+        "    print(plain, owner, rss, _proportional_kb(child.pid, owner), open('/proc/self/status').read().count('x'))\n"
+        "finally:\n"
+        "    child.kill()\n")
+    result = subprocess.run(["setpriv", "--inh-caps=-all", f"--bounding-set=-all,{docker_capabilities}",
+                             sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                            cwd=Path(__file__).resolve().parents[1])
+    assert result.returncode == 0, result.stderr
+    plain, uid, gid, rss, pss, _ = result.stdout.replace("(", "").replace(")", "").replace(",", "").split()
+    assert plain == "refused", "without CAP_SYS_PTRACE root cannot read the file directly (else this tests nothing)"
+    assert (int(uid), int(gid)) == (65534, 65534), result.stdout
+    assert pss != "None" and 100 * 1024 <= int(pss) <= int(rss), \
+        f"the share of a process holding 100 MB is read, and at most its resident memory: {result.stdout}"

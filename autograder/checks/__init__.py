@@ -284,11 +284,21 @@ def _colour_map_name(where: str, image: Any) -> str | None:
     return None
 
 
+#: How far apart (0 to 1, in one RGB channel) a map of one's own must draw an image's low and high values: more
+#: than :data:`TOLD_APART`, and more than :data:`TOLD_APART_PER_SCALE` times how far apart they are on the colour
+#: scale. Review twenty-two drew the trousers black, and navy at 0.16 for the brightest tenth, 0.9 of the scale
+#: apart: a black square to the eye. matplotlib's gray, coolwarm and RdBu_r draw their two ends 1.0, 0.6 and 0.38
+#: apart; an honest dark cyan, white and dark magenta map draws weights 0.4 of the scale apart 0.3 apart.
+TOLD_APART, TOLD_APART_PER_SCALE = 0.15, 0.3
+
+
 def _expect_values_told_apart(where: str, scaled: Any, colours: Any) -> None:
     """A colour map of the student's own must draw the image's low and high values in different colours: the
     tenth of its values lowest on the colour scale against the tenth highest, paired in order, where they are at
-    least 0.2 of the scale apart, differ by more than 0.15 in some RGB channel in 90 % of the pairs (a white map
-    of one's own, or one white between a few colours, does not)."""
+    least 0.2 of the scale apart, differ in some RGB channel by more than :data:`TOLD_APART` and than
+    :data:`TOLD_APART_PER_SCALE` times their distance on the scale, in 90 % of the pairs (a white map of one's
+    own, one white between a few colours, or one that draws most values black and the rest barely otherwise,
+    does not)."""
     import numpy as np
 
     values = np.clip(scaled.ravel(), 0.0, 1.0)
@@ -299,7 +309,8 @@ def _expect_values_told_apart(where: str, scaled: Any, colours: Any) -> None:
     if not apart.any():
         return
     flat = colours.reshape(-1, 4)[:, :3]
-    told = np.abs(flat[high] - flat[low]).max(axis=-1) > 0.15
+    needed = np.maximum(TOLD_APART, TOLD_APART_PER_SCALE * (values[high] - values[low]))
+    told = np.abs(flat[high] - flat[low]).max(axis=-1) > needed
     if told[apart].mean() < 0.9:
         raise CheckFailure(f"{where} is drawn with a colour map of your own that draws its low and high values "
                            "alike: pass one of matplotlib's by name, e.g. cmap=\"gray\".")

@@ -891,6 +891,45 @@ def _pixel_placed_cover(ax, shown, row):
                                clip_on=False, color="w"))
 
 
+def _cover_shown_when_cropped(ax, shown, row):
+    """Review twenty-two: the Axes in the figure's top half, and white text in its empty bottom half placed in
+    inches from the canvas's corner (``fig.dpi_scale_trans``), left out of the layout: a plain draw shows it
+    over nothing, but Jupyter shows the figure cropped to its contents (``bbox_inches="tight"``), which moves
+    everything placed on the figure down and the images under the text."""
+    fig = ax.figure
+    if ax is not fig.axes[0]:
+        return
+    fig.set_size_inches(6, 12)
+    fig.subplots_adjust(bottom=0.52, top=0.95)
+    fig.text(0, 0, "\n".join(["\u2588" * 14] * 14), transform=fig.dpi_scale_trans, fontsize=40, color="white",
+             linespacing=0.8, in_layout=False)
+
+
+def _text_in_pixels_off_the_canvas(ax, shown, row):
+    """Review twenty-two: white text in screen pixels (``IdentityTransform``) just past the right edge of a
+    figure whose own dpi is the grader's (so the earlier check, which drew at a second dpi only when the two
+    differed, drew once), over the images when the figure is saved or shown at 1.5 times that dpi."""
+    from matplotlib.transforms import IdentityTransform
+
+    fig = ax.figure
+    if ax is not fig.axes[0]:
+        return
+    fig.set_size_inches(12, 12)
+    fig.text(fig.dpi * 12 + 5, 0, "\n".join(["\u2588" * 30] * 24), transform=IdentityTransform(), fontsize=40,
+             color="white", linespacing=0.8, in_layout=False)
+
+
+def _too_small_to_see(ax, shown, row):
+    """Review twenty-two: 16 templates on a figure of 1.25 inches at 30 dpi, 9 screen pixels a template; each
+    Axes is above the size limit in inches, and the grader's draw, at 4 pixels a cell, shows every cell."""
+    fig = ax.figure
+    if ax is not fig.axes[0]:
+        return
+    fig.set_size_inches(1.25, 1.25)
+    fig.set_dpi(30)
+    fig.subplots_adjust(left=0.02, right=0.98, bottom=0.02, top=0.98, wspace=0.05, hspace=0.05)
+
+
 def _white_square(fig=None):
     from matplotlib.patches import Rectangle
 
@@ -1097,6 +1136,11 @@ TEMPLATE_FIGURES = {
     "flat_when_resampled": ({"after": _flat_when_resampled}, NOT_SHOWN),
     # the twenty-first's: a cover placed in pixels, where the images are at the figure's dpi only
     "pixel_placed_cover": ({"after": _pixel_placed_cover}, NOT_SHOWN + " at another size"),
+    "cover_shown_when_cropped": ({"after": _cover_shown_when_cropped}, NOT_SHOWN + " at another size or cropped"),
+    "text_in_pixels_off_the_canvas": ({"after": _text_in_pixels_off_the_canvas},
+                                      NOT_SHOWN + " at another size or cropped"),
+    "too_small_to_see": ({"after": _too_small_to_see}, "`fig_templates`' image 0 is shown 9 by 9 screen pixels at "
+                         "its figure's dpi (30), fewer than one a cell of its 28 by 28"),
     # and honest figures the draw must not refuse: interpolation of one's own, a grid, a label on the image
     "bilinear_interpolation": ({"imshow": {"interpolation": "bilinear"}}, None),
     "grid_and_a_label_on_it": ({"after": lambda ax, shown, row: (ax.grid(True), ax.text(1, 3, "w", color="k"))},

@@ -779,6 +779,12 @@ def _drawn_otherwise(fig, how: str):
         trousers.set_clim(0.97, 1.0)
     elif how == "white_map_of_your_own":
         vertical_map.set_cmap(ListedColormap(["white"]))
+    elif how == "dim_map_of_your_own":  # review twenty-two: black, and navy at 0.16 for the top 11 % of values
+        values = np.asarray(trousers.get_array())
+        top = float(np.quantile(values, 0.89))
+        trousers.set_cmap(ListedColormap([(0, 0, 0.16) if (j + 0.5) / 1024 >= top else (0, 0, 0)
+                                          for j in range(1024)], name="mine"))
+        trousers.set_clim(0, 1)
     elif how == "covered_by_a_rectangle":
         fig.axes[2].add_patch(Rectangle((-1, -1), 30, 30, color="white", zorder=10))
     elif how == "panned_away":
@@ -824,6 +830,8 @@ def _drawn_otherwise(fig, how: str):
     ("trousers_black_above_half", "`fig.axes[0]` is drawn with a colour map named 'gray' whose colours are not"),
     ("white_map_of_your_own", "`fig.axes[1]` is drawn with a colour map of your own that draws its low and high "
                               "values alike"),
+    ("dim_map_of_your_own", "`fig.axes[0]` is drawn with a colour map of your own that draws its low and high "
+                            "values alike"),
     ("covered_by_a_rectangle", "`fig.axes[2]`'s Axes also draws 1 patch, which can hide the image"),
     ("panned_away", "`fig.axes[2]` shows only part of the image"),
     ("masked", "`fig.axes[2]` has masked entries"),

@@ -136,7 +136,9 @@ def test_question_scores_of_results_without_tests_is_empty(results):
 
 @pytest.mark.parametrize(
     "name, expected",
-    [("alice.ipynb", "alice"), ("bob.v2.zip", "bob.v2"), ("README", "README")],
+    [("alice.ipynb", "alice"), ("bob.v2.zip", "bob.v2"), ("README", "README"),
+     # a twenty-second hostile review: ".." and "." named the batch's folder's parent and the folder itself
+     ("...ipynb", "__"), ("..ipynb", "_"), (".ipynb", "_"), (".hidden.ipynb", ".hidden")],
 )
 def test_submission_label_drops_the_extension(name, expected):
     actual = submission_label(Path("/subs") / name)
@@ -147,6 +149,8 @@ def test_submission_label_drops_the_extension(name, expected):
     (["a/x.ipynb", "b/x.ipynb", "c/x-2.ipynb"], ["x", "x-2", "x-2-2"]),
     (["a/x-2.ipynb", "b/x.ipynb", "c/x.ipynb"], ["x-2", "x", "x-3"]),
     (["a/x.ipynb", "b/x.zip", "c/y.ipynb"], ["x", "x-2", "y"]),
+    # a twenty-second hostile review: a folder named scores.csv stopped the batch's table being written
+    (["a/scores.csv.ipynb", "b/scores.ipynb"], ["scores.csv-2", "scores"]),
 ])
 def test_batch_labels_are_distinct_even_when_a_file_name_looks_like_a_suffix(paths, expected):
     """A nineteenth hostile review: a/x, b/x and c/x-2 were labelled x, x-2 and x-2, and one results folder
@@ -257,6 +261,19 @@ def test_grade_many_labels_duplicates_and_writes_the_csv(dummy_zip, tmp_path):
         for label, sub in zip(("hw", "hw-2", "other"), submissions)
     ]
     assert actual_rows == expected_rows, f"expected {expected_rows}, got {actual_rows}"
+
+
+def test_grade_many_keeps_every_output_inside_its_folder_whatever_the_file_names(dummy_zip, tmp_path):
+    """A twenty-second hostile review: ``scores.csv.ipynb`` made a folder where the table goes (the batch
+    ended in a traceback), and ``...ipynb`` wrote its results beside the batch's folder."""
+    submissions = [tmp_path / "subs" / name for name in ("scores.csv.ipynb", "...ipynb", "..ipynb")]
+    out = tmp_path / "batch" / "graded"
+    grade_many(dummy_zip, submissions, out, jobs=1, progress=False)
+    actual_rows = [row[0] for row in read_csv(out / "scores.csv")[1:]]
+    assert actual_rows == ["scores.csv-2", "__", "_"], f"one row per submission, in order: {actual_rows}"
+    actual_folders = sorted(p.name for p in out.iterdir())
+    assert actual_folders == ["_", "__", "scores.csv", "scores.csv-2"], f"what the batch's folder holds: {actual_folders}"
+    assert sorted(p.name for p in out.parent.iterdir()) == ["graded"], "nothing is written beside the batch's folder"
 
 
 def test_grade_many_logs_one_line_per_submission_when_stderr_is_not_a_terminal(dummy_zip, tmp_path, capsys):
