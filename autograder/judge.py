@@ -246,6 +246,8 @@ class StudentProcess:
         if self.proc is not None:
             self._kill_descendants()
             self.proc.wait()
+            if self.user is not None:
+                _remove_shared_memory_files(self.user.pw_uid)
         if self.sock is not None:
             self.sock.close()
         self.proc, self.sock = None, None
@@ -256,7 +258,9 @@ class StudentProcess:
 
     # -- the student's processes
     def _student_pids(self) -> list[int]:
-        """The worker and every process it started, living ones only.
+        """The worker and every process it started, living ones only (a process whose first thread has exited
+        shows as a zombie while its other threads run: a twenty-third hostile review hid 1.5 GB, and a process
+        that outlived the grading, in one).
 
         A process that left the worker's session (``setsid``) escapes
         ``killpg``; when its parent dies it is re-parented to the judge (a
@@ -277,7 +281,7 @@ class StudentProcess:
             pid = stack.pop()
             found.append(pid)
             stack.extend(children.get(pid, []))
-        return [pid for pid in found if table[pid][2] != "Z"]
+        return [pid for pid in found if table[pid][2] != "Z" or _has_live_threads(pid)]
 
     def _kill_descendants(self) -> None:
         """SIGKILL every process the student started, until none is left; reap those re-parented to the judge."""
@@ -294,19 +298,37 @@ class StudentProcess:
     def _memory_mb(self, tree: bool = False) -> float:
         """Memory of the worker, or (``tree``) of every process the student started, in MB.
 
-        Resident memory (``VmRSS``) first, which costs little; where that
-        passes the limit, the proportional share (``Pss``), which counts a
-        page that processes share once: forked processes (a ``DataLoader``'s
-        workers) share their parent's pages until they write them, and
-        summed resident memory counted those once per worker (four workers
-        took an honest notebook past 3 GB, a twenty-second hostile review).
-        A process whose share cannot be read counts its resident memory.
+        Each process's resident memory and page tables (``VmRSS``, ``VmPTE``),
+        which cost little to read. For the tree, where that passes the limit,
+        the proportional share (``Pss``) replaces resident memory: it counts a
+        page that processes share once, where forked processes (a
+        ``DataLoader``'s workers) share their parent's pages until they write
+        them, and summed resident memory counted those once per worker (four
+        workers took an honest notebook past 3 GB, a twenty-second hostile
+        review). A process whose share cannot be read counts its resident
+        memory, and so does the whole tree when reading the shares takes more
+        than :data:`MAX_SHARE_SECONDS` (a twenty-third review mapped one file
+        a thousand times to make the read slow). The tree also counts the
+        files in shared memory its processes hold or its user owns
+        (``memfd``, ``/dev/shm``), which belong to no process's resident
+        memory.
         """
         pids = self._student_pids() if tree else [self.proc.pid] if self.proc else []
         resident = {pid: _resident_kb(pid) for pid in pids}
-        if sum(kb for kb, _ in resident.values()) / 1024 <= self.limits.memory_mb:
-            return sum(kb for kb, _ in resident.values()) / 1024
-        return sum(_proportional_kb(pid, owner) or kb for pid, (kb, owner) in resident.items()) / 1024
+        total = sum(kb for kb, _, _ in resident.values())
+        if tree:
+            total += _shared_memory_kb(pids, self.user.pw_uid if self.user is not None else None,
+                                       {pid: owner for pid, (_, _, owner) in resident.items()})
+        if not tree or total / 1024 <= self.limits.memory_mb:
+            return total / 1024
+        started = time.monotonic()
+        shares = {}
+        for pid, (kb, tables, owner) in resident.items():
+            share = _proportional_kb(pid, owner)
+            if time.monotonic() - started > MAX_SHARE_SECONDS:
+                return total / 1024
+            shares[pid] = (kb if share is None else share) + tables
+        return (total - sum(kb + tables for kb, tables, _ in resident.values()) + sum(shares.values())) / 1024
 
     def _wait(self, timeout: float, what: str, interrupt: bool = False) -> tuple[dict, bytes]:
         """Wait for one reply, watching time and memory; stop the process on a problem."""
@@ -416,39 +438,49 @@ def _process_table() -> dict[int, tuple[int, int, str]]:
     return table
 
 
-def _resident_kb(pid: int) -> tuple[int, tuple[int, int] | None]:
-    """A process's resident memory (``VmRSS``, kB; 0 once it has ended), and its user and group id (``None``
-    when its real, effective and saved ids differ)."""
-    rss, ids = 0, {}
+def _resident_kb(pid: int) -> tuple[int, int, tuple[int, int] | None]:
+    """A process's resident memory and page tables (``VmRSS``, ``VmPTE``, kB; 0 once it has ended), and its user
+    and group id (``None`` when its real, effective and saved ids differ). A process whose first thread has
+    exited has no memory of its own in ``/proc/PID/status``: a live thread's is read."""
+    for path in [f"/proc/{pid}/status"] + [f"/proc/{pid}/task/{tid}/status" for tid in _threads(pid)[:8]]:
+        rss, tables, ids = None, 0, {}
+        try:
+            with open(path) as f:
+                for line in f:
+                    if line.startswith("VmRSS:"):
+                        rss = int(line.split()[1])
+                    elif line.startswith("VmPTE:"):
+                        tables = int(line.split()[1])
+                    elif line.startswith(("Uid:", "Gid:")):
+                        ids[line[0]] = {int(value) for value in line.split()[1:4]}
+        except (OSError, ValueError):
+            continue
+        if rss is None:
+            continue
+        if len(ids.get("U", ())) != 1 or len(ids.get("G", ())) != 1:
+            return rss, tables, None
+        return rss, tables, (next(iter(ids["U"])), next(iter(ids["G"])))
+    return 0, 0, None
+
+
+def _threads(pid: int) -> list[str]:
+    """The thread ids of a process (``/proc/PID/task``), the first thread's last; ``[]`` once it has ended."""
     try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    rss = int(line.split()[1])
-                elif line.startswith(("Uid:", "Gid:")):
-                    ids[line[0]] = {int(value) for value in line.split()[1:4]}
-    except (OSError, ValueError):
-        return 0, None
-    if len(ids.get("U", ())) != 1 or len(ids.get("G", ())) != 1:
-        return rss, None
-    return rss, (next(iter(ids["U"])), next(iter(ids["G"])))
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return []
+    return sorted(tids, key=lambda tid: tid == str(pid))
 
 
-def _proportional_kb(pid: int, owner: tuple[int, int] | None) -> int | None:
-    """A process's proportional set size (``Pss`` in ``/proc/PID/smaps_rollup``, kB), or ``None`` if unreadable.
+def _has_live_threads(pid: int) -> bool:
+    """Whether a process that shows as a zombie still runs threads (its first thread exited alone)."""
+    return len(_threads(pid)) > 1
 
-    Reading it needs ptrace access; a judge running as root without
-    ``CAP_SYS_PTRACE`` (Docker's default) takes the process's own user and
-    group as its file-system ids for the read (``setfsuid``, this thread
-    only), as its owner could.
-    """
-    def read() -> int | None:
-        with open(f"/proc/{pid}/smaps_rollup") as f:
-            for line in f:
-                if line.startswith("Pss:"):
-                    return int(line.split()[1])
-        return None
 
+def _as_owner(owner: tuple[int, int] | None, read: Callable[[], Any]) -> Any:
+    """``read()``; where it is refused to a judge running as root without ``CAP_SYS_PTRACE`` (Docker's
+    default), again with the process owner's user and group as file-system ids (``setfsuid``, this thread
+    only), as that owner could. ``None`` if it still fails."""
     try:
         return read()
     except PermissionError:
@@ -466,6 +498,79 @@ def _proportional_kb(pid: int, owner: tuple[int, int] | None) -> int | None:
     finally:
         libc.setfsuid(old_uid)
         libc.setfsgid(old_gid)
+
+
+#: Reading every process's proportional share may take this long (seconds); past it resident memory counts.
+MAX_SHARE_SECONDS = 1.0
+#: At most this many open files per process, and files in ``/dev/shm``, are looked at for shared memory.
+MAX_FILES_LOOKED_AT = 4096
+
+
+def _shared_memory_kb(pids: list[int], uid: int | None, owners: dict) -> int:
+    """kB of shared-memory files (``memfd``, ``/dev/shm``) that ``pids`` hold open, or that ``uid`` owns in
+    ``/dev/shm`` (``uid`` ``None``: not sandboxed, so none but those held), each counted once: such memory
+    is resident in no process until mapped (a twenty-third hostile review held 1.5 GB in them unseen)."""
+    seen: dict[tuple[int, int], int] = {}
+
+    def add(info: os.stat_result) -> None:
+        seen[(info.st_dev, info.st_ino)] = info.st_blocks // 2  # 512-byte blocks
+
+    for pid in pids:
+        def held(pid=pid) -> list[os.stat_result]:
+            out = []
+            for fd in os.listdir(f"/proc/{pid}/fd")[:MAX_FILES_LOOKED_AT]:
+                try:
+                    target = os.readlink(f"/proc/{pid}/fd/{fd}")
+                    if target.startswith(("/memfd:", "/dev/shm/")):
+                        out.append(os.stat(f"/proc/{pid}/fd/{fd}"))
+                except OSError:
+                    continue
+            return out
+
+        for info in _as_owner(owners.get(pid), held) or []:
+            add(info)
+    if uid is not None:
+        try:
+            for root, _, files in os.walk("/dev/shm"):
+                for name in files[:MAX_FILES_LOOKED_AT]:
+                    try:
+                        info = os.lstat(os.path.join(root, name))
+                    except OSError:
+                        continue
+                    if info.st_uid == uid:
+                        add(info)
+        except OSError:
+            pass
+    return sum(seen.values())
+
+
+def _remove_shared_memory_files(uid: int) -> None:
+    """Remove the files the sandbox user ``uid`` left in ``/dev/shm`` (shared memory, held after its processes
+    end: a twenty-third hostile review left 768 MB)."""
+    try:
+        for root, _, files in os.walk("/dev/shm"):
+            for name in files:
+                path = os.path.join(root, name)
+                try:
+                    if os.lstat(path).st_uid == uid:
+                        os.unlink(path)
+                except OSError:
+                    continue
+    except OSError:
+        pass
+
+
+def _proportional_kb(pid: int, owner: tuple[int, int] | None) -> int | None:
+    """A process's proportional set size (``Pss`` in ``/proc/PID/smaps_rollup``, kB), or ``None`` if unreadable
+    (read as its owner where root may not: :func:`_as_owner`)."""
+    def read() -> int | None:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            for line in f:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1])
+        return None
+
+    return _as_owner(owner, read)
 
 
 def _become_subreaper() -> None:

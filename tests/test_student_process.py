@@ -215,7 +215,7 @@ def test_a_root_judge_without_ptrace_capability_reads_the_sandbox_users_share(tm
         "        plain = 'readable'\n"
         "    except PermissionError:\n"
         "        plain = 'refused'\n"
-        "    rss, owner = _resident_kb(child.pid)\n"
+        "    rss, _, owner = _resident_kb(child.pid)\n"
         "    print(plain, owner, rss, _proportional_kb(child.pid, owner), open('/proc/self/status').read().count('x'))\n"
         "finally:\n"
         "    child.kill()\n")
@@ -228,3 +228,106 @@ def test_a_root_judge_without_ptrace_capability_reads_the_sandbox_users_share(tm
     assert (int(uid), int(gid)) == (65534, 65534), result.stdout
     assert pss != "None" and 100 * 1024 <= int(pss) <= int(rss), \
         f"the share of a process holding 100 MB is read, and at most its resident memory: {result.stdout}"
+
+
+def _sandbox_user():
+    import pwd
+
+    if not hasattr(os, "geteuid") or os.geteuid() != 0:
+        pytest.skip("the student process runs as a sandbox user only when grading runs as root")
+    return pwd.getpwnam("nobody")
+
+
+#: A cell whose grandchild leaves the session, ends its first thread alone (SYS_exit), so that ``/proc`` shows
+#: it as a zombie while it runs, and then holds 1,000 MB in another thread; it writes its pid to ``escaped``.
+ESCAPING_HOLDER = r'''
+import ctypes, os, threading, time
+libc = ctypes.CDLL(None, use_errno=True)
+r, w = os.pipe()
+pid = os.fork()
+if pid == 0:
+    os.setsid()
+    if os.fork() > 0:
+        os._exit(0)
+    with open("escaped", "w") as f:
+        f.write(str(os.getpid()))
+    def hold():
+        time.sleep(1)  # after the first thread has exited
+        big = bytearray(b'\1') * (1000 << 20)
+        os.write(w, b'x')
+        while True:
+            time.sleep(1)
+    threading.Thread(target=hold).start()
+    time.sleep(0.1)
+    libc.syscall(60, 0)
+os.waitpid(pid, 0)
+os.read(r, 1)
+time.sleep(3)
+done = True
+'''
+
+
+def test_a_process_whose_first_thread_exited_is_counted_and_stopped():
+    """A twenty-third hostile review: a process whose first thread exited alone shows as a zombie while its
+    other threads run; the judge skipped zombies, so it held memory past the limit unseen and outlived the
+    grading (it then killed the next submission's student process, which ran as the same user)."""
+    import tempfile
+
+    user = _sandbox_user()
+    workdir = Path(tempfile.mkdtemp(prefix="escaping-"))
+    os.chown(workdir, user.pw_uid, user.pw_gid)
+    session = Session(workdir, [ESCAPING_HOLDER, "after = 1"], Limits(memory_mb=600), user,
+                      time.monotonic() + 120)
+    try:
+        session.run_all()
+        values = session.values(["done", "after"])
+    finally:
+        session.process.stop()
+        escaped = int((workdir / "escaped").read_text()) if (workdir / "escaped").exists() else None
+        shutil.rmtree(workdir, ignore_errors=True)
+    problem = session.records[0].problem
+    assert problem is not None and "more than 600 MB of memory" in problem, \
+        f"the escaped process's 1,000 MB should stop the cell at 600 MB: {session.records[0]}"
+    assert values == {"done": None, "after": 1}, f"the cell is lost and grading goes on: {values}"
+    assert escaped is not None, "the cell should have written the escaped process's pid"
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and len(os.listdir(f"/proc/{escaped}/task") if os.path.exists(
+            f"/proc/{escaped}/task") else []) > 1:
+        time.sleep(0.05)
+    assert not (os.path.exists(f"/proc/{escaped}/task") and len(os.listdir(f"/proc/{escaped}/task")) > 1), \
+        "the escaped process outlived its grading"
+
+
+def test_shared_memory_held_in_files_counts():
+    """A twenty-third hostile review: 768 MB written to memfds and 768 MB to /dev/shm are resident in no
+    process, and were not counted; the /dev/shm files outlived the grading."""
+    import tempfile
+
+    user = _sandbox_user()
+    workdir = Path(tempfile.mkdtemp(prefix="shared-memory-"))
+    os.chown(workdir, user.pw_uid, user.pw_gid)
+    cell = ("import os, time\n"
+            "chunk = b'\\1' * (64 << 20)\n"
+            "fds = []\n"
+            "for i in range(8):\n"
+            "    fd = os.memfd_create(f'm{i}')\n"
+            "    os.write(fd, chunk)\n"
+            "    fds.append(fd)\n"
+            "for i in range(8):\n"
+            "    with open(f'/dev/shm/held-{os.getpid()}-{i}', 'wb') as f:\n"
+            "        f.write(chunk)\n"
+            "del chunk\n"
+            "time.sleep(3)\n"
+            "done = True")
+    # 1,000 MB: the worker holds about 530 MB, and 2 x 512 MB more sits in the files
+    session = Session(workdir, [cell], Limits(memory_mb=1000), user, time.monotonic() + 120)
+    try:
+        session.run_all()
+    finally:
+        session.process.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+    problem = session.records[0].problem
+    assert problem is not None and "more than 1000 MB of memory" in problem, \
+        f"1 GB held in shared-memory files should stop the cell at 1,000 MB: {session.records[0]}"
+    left = [name for name in os.listdir("/dev/shm") if name.startswith("held-")]
+    assert left == [], f"the sandbox user's /dev/shm files should be removed when its process stops: {left}"

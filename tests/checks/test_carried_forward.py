@@ -930,6 +930,52 @@ def _too_small_to_see(ax, shown, row):
     fig.subplots_adjust(left=0.02, right=0.98, bottom=0.02, top=0.98, wspace=0.05, hspace=0.05)
 
 
+def _far_dot_and_tight_box(fig):
+    """Review twenty-three's set-up: a plain dot far off the figure, so that a canvas cropped to the figure's
+    contents reaches out to it; returns that crop (inches) and the grid's Axes' boxes (inches), once drawn."""
+    fig.text(-1.0, -1.5, ".")
+    renderer = fig.canvas.get_renderer()
+    tight = fig.get_tightbbox(renderer).padded(0.1)
+    inches = fig.dpi_scale_trans.inverted()
+    return tight, [ax.get_window_extent(renderer).transformed(inches) for ax in fig.axes]
+
+
+def _collection_cover_in_inches(ax, shown, row):
+    """Review twenty-three: white squares over every template on the cropped canvas, one PolyCollection in
+    inches from the canvas's corner (``fig.dpi_scale_trans``) held by an inset of the last Axes; a collection
+    placed otherwise than in data has no window extent (``Bbox.null``), which the check skipped."""
+    from matplotlib.collections import PolyCollection
+
+    fig = ax.figure
+    if ax is not fig.axes[-1]:
+        return
+    tight, boxes = _far_dot_and_tight_box(fig)
+    cover = PolyCollection([[(b.x0 - tight.x0, b.y0 - tight.y0), (b.x1 - tight.x0, b.y0 - tight.y0),
+                             (b.x1 - tight.x0, b.y1 - tight.y0), (b.x0 - tight.x0, b.y1 - tight.y0)]
+                            for b in boxes], transform=fig.dpi_scale_trans, facecolor="white", edgecolor="none")
+    holder = ax.inset_axes((-0.2, -0.2, 0.01, 0.01))
+    holder.set_axis_off()
+    holder.add_collection(cover, autolim=False)
+    cover.set_clip_on(False)
+
+
+def _arrows_of_empty_annotations(ax, shown, row):
+    """Review twenty-three: a white arrow as tall as each Axes, in figure points, from annotations with no
+    text (which the check skipped as text that draws nothing), held by an inset of the last Axes."""
+    fig = ax.figure
+    if ax is not fig.axes[-1]:
+        return
+    tight, boxes = _far_dot_and_tight_box(fig)
+    holder = ax.inset_axes((-0.2, -0.2, 0.01, 0.01))
+    holder.set_axis_off()
+    for b in boxes:
+        y = (b.y0 + b.y1) / 2 - tight.y0
+        holder.annotate("", xy=(72 * (b.x1 - tight.x0), 72 * y), xycoords="figure points",
+                        xytext=(72 * (b.x0 - tight.x0), 72 * y), textcoords="figure points",
+                        arrowprops=dict(arrowstyle="-", color="white", lw=72 * b.height, shrinkA=0, shrinkB=0,
+                                        capstyle="butt"))
+
+
 def _white_square(fig=None):
     from matplotlib.patches import Rectangle
 
@@ -1139,6 +1185,13 @@ TEMPLATE_FIGURES = {
     "cover_shown_when_cropped": ({"after": _cover_shown_when_cropped}, NOT_SHOWN + " at another size or cropped"),
     "text_in_pixels_off_the_canvas": ({"after": _text_in_pixels_off_the_canvas},
                                       NOT_SHOWN + " at another size or cropped"),
+    "collection_cover_in_inches": ({"after": _collection_cover_in_inches}, NOT_SHOWN + " at another size or cropped"),
+    "arrows_of_empty_annotations": ({"after": _arrows_of_empty_annotations},
+                                    NOT_SHOWN + " at another size or cropped"),
+    # honest: matplotlib's tight layout engine moves the Axes a little each time it runs
+    "layout_tight_with_titles": ({"after": lambda ax, shown, row: (ax.figure.set_layout_engine("tight"),
+                                                                    ax.set_title(f"row {len(ax.figure.axes)}"))},
+                                 None),
     "too_small_to_see": ({"after": _too_small_to_see}, "`fig_templates`' image 0 is shown 9 by 9 screen pixels at "
                          "its figure's dpi (30), fewer than one a cell of its 28 by 28"),
     # and honest figures the draw must not refuse: interpolation of one's own, a grid, a label on the image
