@@ -361,6 +361,7 @@ def _artist_places(fig: Any, renderer: Any) -> dict:
     ``{id(artist): points or None}``."""
     import numpy as np
     from matplotlib.collections import Collection
+    from matplotlib.lines import Line2D
     from matplotlib.text import Text
 
     origin = np.asarray(fig.transFigure.transform((0.0, 0.0)), dtype=float)
@@ -378,16 +379,26 @@ def _artist_places(fig: Any, renderer: Any) -> dict:
                 if arrow is not None and arrow.get_visible():
                     boxes.append(arrow.get_window_extent(renderer))
             else:
+                if isinstance(artist, Line2D) and not len(artist.get_xydata()):
+                    continue  # draws nothing (a box plot's empty fliers), though it has a box at the corner
                 if isinstance(artist, Collection):
+                    # its paths where they are drawn: a collection placed otherwise than in data has no
+                    # window extent (Bbox.null), and review twenty-three covered the images with one; with
+                    # offsets (scatter's markers, quiver's arrows), its paths are drawn around each offset
+                    transform = artist.get_transform()
+                    paths = [path.get_extents(transform) for path in artist.get_paths()[:_MAX_OFFSETS]]
+                    paths = [box.get_points() for box in paths if np.all(np.isfinite(box.get_points()))]
+                    offsets = np.zeros((0, 2))
                     if getattr(artist, "_offsets", None) is not None:
                         offsets = np.asarray(artist.get_offsets(), dtype=float).reshape(-1, 2)[:_MAX_OFFSETS]
-                        if len(offsets):
-                            points.append(artist.get_offset_transform().transform(offsets))
-                    # its paths where they are drawn: a collection placed otherwise than in data has no
-                    # window extent (Bbox.null), and review twenty-three covered the images with one
-                    transform = artist.get_transform()
-                    boxes += [path.get_extents(transform) for path in artist.get_paths()[:_MAX_OFFSETS]]
-                boxes.append(artist.get_window_extent(renderer))
+                        offsets = artist.get_offset_transform().transform(offsets) if len(offsets) else offsets
+                    if len(offsets):
+                        points.append(offsets)
+                        points += [offsets[0] + corners for corners in paths]
+                    else:
+                        points += paths
+                else:  # (a collection's window extent is its data limits, not where it is drawn: quiver's)
+                    boxes.append(artist.get_window_extent(renderer))
         except Exception:  # noqa: BLE001 - an artist without a usable place draws nothing placeable
             pass
         for box in boxes:
@@ -459,6 +470,8 @@ def _text_problem(text: Any) -> str | None:
         return f"text larger than {MAX_FONT_SIZE:g} points"
     if text.get_bbox_patch() is not None:
         return "text in a box"
+    if text.get_wrap():  # wrapped anew on each canvas: review twenty-four's ran down over the images when cropped
+        return "text that wraps (wrap=True)"
     if not plain_path_effects(text):
         return "text with path effects"
     return None

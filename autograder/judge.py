@@ -230,6 +230,7 @@ class StudentProcess:
             cwd=self.workdir, env=env, pass_fds=(student_end.fileno(),), stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
             preexec_fn=_limit_resources_as_other_user if self.user is not None else _limit_resources, **kwargs)
+        _first_for_the_oom_killer(self.proc.pid)
         student_end.close()
         self.sock = judge_end
         self.generation += 1
@@ -313,22 +314,31 @@ class StudentProcess:
         (``memfd``, ``/dev/shm``), which belong to no process's resident
         memory.
         """
-        pids = self._student_pids() if tree else [self.proc.pid] if self.proc else []
+        if not tree:
+            return sum(_resident_kb(self.proc.pid)[:2]) / 1024 if self.proc else 0.0
+        # measured twice when over the limit, the smaller kept: a process that forks or ends while it is read
+        # gives a share of none for a moment (an honest notebook's workers, ended at the end of its cell)
+        first = self._tree_memory_mb()
+        return first if first <= self.limits.memory_mb else min(first, self._tree_memory_mb())
+
+    def _tree_memory_mb(self) -> float:
+        """:meth:`_memory_mb` of every process the student started, once."""
+        pids = self._student_pids()
         resident = {pid: _resident_kb(pid) for pid in pids}
-        total = sum(kb for kb, _, _ in resident.values())
-        if tree:
-            total += _shared_memory_kb(pids, self.user.pw_uid if self.user is not None else None,
-                                       {pid: owner for pid, (_, _, owner) in resident.items()})
-        if not tree or total / 1024 <= self.limits.memory_mb:
+        total = sum(kb + tables for kb, tables, _ in resident.values())
+        total += _shared_memory_kb(pids, self.user.pw_uid if self.user is not None else None,
+                                   {pid: owner for pid, (_, _, owner) in resident.items()})
+        if total / 1024 <= self.limits.memory_mb:
             return total / 1024
         started = time.monotonic()
-        shares = {}
         for pid, (kb, tables, owner) in resident.items():
             share = _proportional_kb(pid, owner)
             if time.monotonic() - started > MAX_SHARE_SECONDS:
                 return total / 1024
-            shares[pid] = (kb if share is None else share) + tables
-        return (total - sum(kb + tables for kb, tables, _ in resident.values()) + sum(shares.values())) / 1024
+            if share is None:  # unreadable: its resident memory now (none once it has ended)
+                share = _resident_kb(pid)[0]
+            total += share - kb
+        return total / 1024
 
     def _wait(self, timeout: float, what: str, interrupt: bool = False) -> tuple[dict, bytes]:
         """Wait for one reply, watching time and memory; stop the process on a problem."""
@@ -502,7 +512,7 @@ def _as_owner(owner: tuple[int, int] | None, read: Callable[[], Any]) -> Any:
 
 #: Reading every process's proportional share may take this long (seconds); past it resident memory counts.
 MAX_SHARE_SECONDS = 1.0
-#: At most this many open files per process, and files in ``/dev/shm``, are looked at for shared memory.
+#: A student process may open at most this many files, and each one is looked at for shared memory.
 MAX_FILES_LOOKED_AT = 4096
 
 
@@ -529,10 +539,11 @@ def _shared_memory_kb(pids: list[int], uid: int | None, owners: dict) -> int:
 
         for info in _as_owner(owners.get(pid), held) or []:
             add(info)
+    total = 0
     if uid is not None:
         try:
             for root, _, files in os.walk("/dev/shm"):
-                for name in files[:MAX_FILES_LOOKED_AT]:
+                for name in files:
                     try:
                         info = os.lstat(os.path.join(root, name))
                     except OSError:
@@ -541,12 +552,36 @@ def _shared_memory_kb(pids: list[int], uid: int | None, owners: dict) -> int:
                         add(info)
         except OSError:
             pass
-    return sum(seen.values())
+        total += sum(kb for _, kb in _system_v_segments(uid))
+    return total + sum(seen.values())
+
+
+def _system_v_segments(uid: int) -> list[tuple[int, int]]:
+    """``(id, kB)`` of each System V shared-memory segment ``uid`` created or owns (``/proc/sysvipc/shm``), which
+    outlives its processes and is resident in none once detached (a twenty-fourth hostile review)."""
+    out = []
+    try:
+        with open("/proc/sysvipc/shm") as f:
+            header = f.readline().split()
+            column = {name: i for i, name in enumerate(header)}
+            for line in f:
+                fields = line.split()
+                try:
+                    if uid in (int(fields[column["uid"]]), int(fields[column["cuid"]])):
+                        out.append((int(fields[column["shmid"]]), int(fields[column["size"]]) // 1024))
+                except (KeyError, IndexError, ValueError):
+                    continue
+    except OSError:
+        pass
+    return out
 
 
 def _remove_shared_memory_files(uid: int) -> None:
-    """Remove the files the sandbox user ``uid`` left in ``/dev/shm`` (shared memory, held after its processes
-    end: a twenty-third hostile review left 768 MB)."""
+    """Remove the files the sandbox user ``uid`` left in ``/dev/shm`` and its System V shared-memory segments
+    (shared memory, held after its processes end: a twenty-third hostile review left 768 MB)."""
+    if _libc():
+        for shmid, _ in _system_v_segments(uid):
+            _libc().shmctl(shmid, 0, None)  # IPC_RMID
     try:
         for root, _, files in os.walk("/dev/shm"):
             for name in files:
@@ -595,10 +630,23 @@ def _libc() -> Any:
 _LIBC: Any = None
 
 
+def _first_for_the_oom_killer(pid: int) -> None:
+    """Make the student process, and every process it starts, the first the kernel's out-of-memory killer
+    stops (``oom_score_adj`` 1000, which only a privileged process can lower), before it runs a cell: memory no
+    process holds (a memfd in an unread socket message, a twenty-fourth hostile review) is counted nowhere,
+    and a machine or container that runs out then stops the student's processes, not the judge."""
+    try:
+        with open(f"/proc/{pid}/oom_score_adj", "w") as f:
+            f.write("1000")
+    except OSError:
+        pass
+
+
 def _limit_resources() -> None:
-    """In the student process before exec: no core dumps, files of at most 512 MB, and killed when the judge
-    dies (``PR_SET_PDEATHSIG``: a judge killed from outside left its student process running, a nineteenth
-    hostile review).
+    """In the student process before exec: no core dumps, files of at most 512 MB, at most
+    :data:`MAX_FILES_LOOKED_AT` open files (all of which the memory check looks at), killed when the judge dies
+    (``PR_SET_PDEATHSIG``: a judge killed from outside left its student process running, a nineteenth hostile
+    review).
 
     Runs after the switch to the sandbox user, which may not be able to read
     the judge's Python installation: everything it needs is imported already
@@ -606,8 +654,11 @@ def _limit_resources() -> None:
     """
     if _LIBC:
         _LIBC.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
-    for limit, value in ((resource.RLIMIT_CORE, 0), (resource.RLIMIT_FSIZE, 512 * 1024 * 1024)):
+    for limit, value in ((resource.RLIMIT_CORE, 0), (resource.RLIMIT_FSIZE, 512 * 1024 * 1024),
+                         (resource.RLIMIT_NOFILE, MAX_FILES_LOOKED_AT)):
         try:
+            hard = resource.getrlimit(limit)[1]
+            value = value if hard == resource.RLIM_INFINITY else min(value, hard)
             resource.setrlimit(limit, (value, value))
         except (ValueError, OSError):
             pass

@@ -331,3 +331,43 @@ def test_shared_memory_held_in_files_counts():
         f"1 GB held in shared-memory files should stop the cell at 1,000 MB: {session.records[0]}"
     left = [name for name in os.listdir("/dev/shm") if name.startswith("held-")]
     assert left == [], f"the sandbox user's /dev/shm files should be removed when its process stops: {left}"
+
+
+def test_system_v_shared_memory_counts_and_is_removed():
+    """A twenty-fourth hostile review: System V shared memory, detached, is resident in no process and outlives
+    it. The student process also opens at most 4,096 files (each is looked at for shared memory) and is the
+    first the kernel's out-of-memory killer stops (memory no process holds is counted nowhere)."""
+    import tempfile
+
+    user = _sandbox_user()
+    workdir = Path(tempfile.mkdtemp(prefix="system-v-"))
+    os.chown(workdir, user.pw_uid, user.pw_gid)
+    cell = ("import ctypes, time\n"
+            "libc = ctypes.CDLL(None, use_errno=True)\n"
+            "libc.shmat.restype = ctypes.c_void_p\n"
+            "for _ in range(8):\n"
+            "    shmid = libc.shmget(0, 64 << 20, 0o1600)\n"  # IPC_PRIVATE, IPC_CREAT | 0600
+            "    address = libc.shmat(shmid, None, 0)\n"
+            "    ctypes.memset(address, 1, 64 << 20)\n"
+            "    libc.shmdt(ctypes.c_void_p(address))\n"
+            "time.sleep(3)\n"
+            "done = True")
+    settings = ("import resource\n"
+                "files = resource.getrlimit(resource.RLIMIT_NOFILE)\n"
+                "oom = open('/proc/self/oom_score_adj').read().strip()")
+    # 900 MB: the worker holds about 530 MB, and the segments 512 MB
+    session = Session(workdir, [cell, settings], Limits(memory_mb=900), user, time.monotonic() + 120)
+    try:
+        session.run_all()
+        values = session.values(["files", "oom"])
+    finally:
+        session.process.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+    problem = session.records[0].problem
+    assert problem is not None and "more than 900 MB of memory" in problem, \
+        f"512 MB of detached System V segments should stop the cell at 900 MB: {session.records[0]}"
+    with open("/proc/sysvipc/shm") as f:
+        left = [line.split()[1] for line in f.readlines()[1:] if line.split()[7] == str(user.pw_uid)]
+    assert left == [], f"the sandbox user's segments should be removed when its process stops: {left}"
+    assert values["oom"] == "1000", f"the student process is the out-of-memory killer's first: {values['oom']}"
+    assert values["files"][1] <= 4096, f"the student process opens at most 4,096 files: {values['files']}"

@@ -541,6 +541,59 @@ def test_drawn_mismatch_is_zero_for_a_plain_image_and_sees_later_changes_outside
     assert after > 0.9, f"an Axes filtered white hides (nearly) every cell of a viridis gradient: {after}"
 
 
+def _beside_an_image(kind: str):
+    """An image, and beside it an Axes holding an honest plot of ``kind``."""
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(6, 3))
+    image = left.imshow(np.arange(28 * 28, dtype=float).reshape(28, 28), cmap="viridis")
+    if kind == "scatter":
+        right.scatter([1, 2, 3], [1, 2, 3], label="points")
+        right.legend()
+    elif kind == "quiver":
+        right.quiver([0, 1], [0, 1], [1, 1], [1, -1])
+    elif kind == "boxplot":
+        right.boxplot([[1.0, 2.0, 3.0, 4.0]])  # no outliers: its fliers line holds no points
+    elif kind == "annotation":
+        right.plot([0, 1], [0, 1])
+        right.annotate("peak", xy=(0.5, 0.5), xytext=(10, 10), textcoords="offset points",
+                       arrowprops=dict(arrowstyle="->"))
+    return fig, image
+
+
+@pytest.mark.parametrize("kind", ["scatter", "quiver", "boxplot", "annotation"])
+def test_honest_plots_beside_an_image_are_not_placed_in_pixels(kind):
+    """A twenty-fourth hostile review: a scatter's or a quiver's markers (paths drawn around each offset) and a
+    box plot's empty fliers line counted as placed in screen pixels, which failed every image of the figure."""
+    import matplotlib.pyplot as plt
+
+    from autograder import figures
+
+    fig, image = _beside_an_image(kind)
+    try:
+        actual = (figures.pixel_placed(image), figures.drawn_mismatch(image))
+    finally:
+        plt.close(fig)
+    assert actual == (0, 0.0), f"an honest {kind} beside an image moves nothing and hides nothing: {actual}"
+
+
+def test_text_that_wraps_is_refused_on_the_figure():
+    """A twenty-fourth hostile review: white block characters in a fig.text with wrap=True, one line a row
+    above the images on the full canvas, wrapped anew and run down over them on the cropped one."""
+    import matplotlib.pyplot as plt
+
+    from autograder import figures
+
+    fig, ax, image = _gradient_image()
+    fig.text(0.1, 0.99, "long words " * 40, wrap=True, va="top")
+    try:
+        actual = figures.figure_problems(fig)
+    finally:
+        plt.close(fig)
+    assert actual == ["has text that wraps (wrap=True) on it, which can cover its Axes"], \
+        f"a wrapped text on the figure is named: {actual}"
+
+
 def test_drawn_mismatch_draws_each_figure_once_inside_a_block(monkeypatch):
     import matplotlib.pyplot as plt
 
