@@ -541,17 +541,8 @@ def _shared_memory_kb(pids: list[int], uid: int | None, owners: dict) -> int:
             add(info)
     total = 0
     if uid is not None:
-        try:
-            for root, _, files in os.walk("/dev/shm"):
-                for name in files:
-                    try:
-                        info = os.lstat(os.path.join(root, name))
-                    except OSError:
-                        continue
-                    if info.st_uid == uid:
-                        add(info)
-        except OSError:
-            pass
+        for _, info in _dev_shm_files(uid):
+            add(info)
         total += sum(kb for _, kb in _system_v_segments(uid))
     return total + sum(seen.values())
 
@@ -582,17 +573,26 @@ def _remove_shared_memory_files(uid: int) -> None:
     if _libc():
         for shmid, _ in _system_v_segments(uid):
             _libc().shmctl(shmid, 0, None)  # IPC_RMID
-    try:
-        for root, _, files in os.walk("/dev/shm"):
-            for name in files:
-                path = os.path.join(root, name)
-                try:
-                    if os.lstat(path).st_uid == uid:
-                        os.unlink(path)
-                except OSError:
-                    continue
-    except OSError:
-        pass
+    for path, _ in _dev_shm_files(uid):
+        try:
+            os.unlink(path)
+        except OSError:
+            continue
+
+
+def _dev_shm_files(uid: int) -> list[tuple[str, os.stat_result]]:
+    """``(path, lstat)`` of each file in ``/dev/shm`` that ``uid`` owns."""
+    out = []
+    for root, _, files in os.walk("/dev/shm"):
+        for name in files:
+            path = os.path.join(root, name)
+            try:
+                info = os.lstat(path)
+            except OSError:
+                continue
+            if info.st_uid == uid:
+                out.append((path, info))
+    return out
 
 
 def _proportional_kb(pid: int, owner: tuple[int, int] | None) -> int | None:

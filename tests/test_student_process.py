@@ -230,12 +230,27 @@ def test_a_root_judge_without_ptrace_capability_reads_the_sandbox_users_share(tm
         f"the share of a process holding 100 MB is read, and at most its resident memory: {result.stdout}"
 
 
-def _sandbox_user():
+@pytest.fixture
+def sandbox():
+    """``(user, workdir)``: the sandbox user ``nobody`` and a scratch folder it owns, removed afterwards."""
     import pwd
+    import tempfile
 
     if not hasattr(os, "geteuid") or os.geteuid() != 0:
         pytest.skip("the student process runs as a sandbox user only when grading runs as root")
-    return pwd.getpwnam("nobody")
+    user = pwd.getpwnam("nobody")
+    workdir = Path(tempfile.mkdtemp(prefix="sandboxed-"))  # /tmp: pytest's own folders are root's alone
+    os.chown(workdir, user.pw_uid, user.pw_gid)
+    yield user, workdir
+    shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _runs_threads(pid: int) -> bool:
+    """Whether ``pid`` still runs a thread besides its first (which showed it as a zombie)."""
+    try:
+        return len(os.listdir(f"/proc/{pid}/task")) > 1
+    except OSError:
+        return False
 
 
 #: A cell whose grandchild leaves the session, ends its first thread alone (SYS_exit), so that ``/proc`` shows
@@ -267,15 +282,11 @@ done = True
 '''
 
 
-def test_a_process_whose_first_thread_exited_is_counted_and_stopped():
+def test_a_process_whose_first_thread_exited_is_counted_and_stopped(sandbox):
     """A twenty-third hostile review: a process whose first thread exited alone shows as a zombie while its
     other threads run; the judge skipped zombies, so it held memory past the limit unseen and outlived the
     grading (it then killed the next submission's student process, which ran as the same user)."""
-    import tempfile
-
-    user = _sandbox_user()
-    workdir = Path(tempfile.mkdtemp(prefix="escaping-"))
-    os.chown(workdir, user.pw_uid, user.pw_gid)
+    user, workdir = sandbox
     session = Session(workdir, [ESCAPING_HOLDER, "after = 1"], Limits(memory_mb=600), user,
                       time.monotonic() + 120)
     try:
@@ -284,28 +295,21 @@ def test_a_process_whose_first_thread_exited_is_counted_and_stopped():
     finally:
         session.process.stop()
         escaped = int((workdir / "escaped").read_text()) if (workdir / "escaped").exists() else None
-        shutil.rmtree(workdir, ignore_errors=True)
     problem = session.records[0].problem
     assert problem is not None and "more than 600 MB of memory" in problem, \
         f"the escaped process's 1,000 MB should stop the cell at 600 MB: {session.records[0]}"
     assert values == {"done": None, "after": 1}, f"the cell is lost and grading goes on: {values}"
     assert escaped is not None, "the cell should have written the escaped process's pid"
     deadline = time.monotonic() + 5
-    while time.monotonic() < deadline and len(os.listdir(f"/proc/{escaped}/task") if os.path.exists(
-            f"/proc/{escaped}/task") else []) > 1:
+    while time.monotonic() < deadline and _runs_threads(escaped):
         time.sleep(0.05)
-    assert not (os.path.exists(f"/proc/{escaped}/task") and len(os.listdir(f"/proc/{escaped}/task")) > 1), \
-        "the escaped process outlived its grading"
+    assert not _runs_threads(escaped), "the escaped process outlived its grading"
 
 
-def test_shared_memory_held_in_files_counts():
+def test_shared_memory_held_in_files_counts(sandbox):
     """A twenty-third hostile review: 768 MB written to memfds and 768 MB to /dev/shm are resident in no
     process, and were not counted; the /dev/shm files outlived the grading."""
-    import tempfile
-
-    user = _sandbox_user()
-    workdir = Path(tempfile.mkdtemp(prefix="shared-memory-"))
-    os.chown(workdir, user.pw_uid, user.pw_gid)
+    user, workdir = sandbox
     cell = ("import os, time\n"
             "chunk = b'\\1' * (64 << 20)\n"
             "fds = []\n"
@@ -325,7 +329,6 @@ def test_shared_memory_held_in_files_counts():
         session.run_all()
     finally:
         session.process.stop()
-        shutil.rmtree(workdir, ignore_errors=True)
     problem = session.records[0].problem
     assert problem is not None and "more than 1000 MB of memory" in problem, \
         f"1 GB held in shared-memory files should stop the cell at 1,000 MB: {session.records[0]}"
@@ -333,15 +336,11 @@ def test_shared_memory_held_in_files_counts():
     assert left == [], f"the sandbox user's /dev/shm files should be removed when its process stops: {left}"
 
 
-def test_system_v_shared_memory_counts_and_is_removed():
+def test_system_v_shared_memory_counts_and_is_removed(sandbox):
     """A twenty-fourth hostile review: System V shared memory, detached, is resident in no process and outlives
     it. The student process also opens at most 4,096 files (each is looked at for shared memory) and is the
     first the kernel's out-of-memory killer stops (memory no process holds is counted nowhere)."""
-    import tempfile
-
-    user = _sandbox_user()
-    workdir = Path(tempfile.mkdtemp(prefix="system-v-"))
-    os.chown(workdir, user.pw_uid, user.pw_gid)
+    user, workdir = sandbox
     cell = ("import ctypes, time\n"
             "libc = ctypes.CDLL(None, use_errno=True)\n"
             "libc.shmat.restype = ctypes.c_void_p\n"
@@ -362,7 +361,6 @@ def test_system_v_shared_memory_counts_and_is_removed():
         values = session.values(["files", "oom"])
     finally:
         session.process.stop()
-        shutil.rmtree(workdir, ignore_errors=True)
     problem = session.records[0].problem
     assert problem is not None and "more than 900 MB of memory" in problem, \
         f"512 MB of detached System V segments should stop the cell at 900 MB: {session.records[0]}"
