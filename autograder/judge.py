@@ -63,7 +63,31 @@ SANDBOX_USER = "nobody"
 SLOT_UID_BASE = 64900
 MAX_SLOTS = 32
 SHARED_CACHE = Path("/var/cache/vision-autograder")
-OTTER_LINE = re.compile(r"^\s*(import otter\b.*|grader\s*=\s*otter\.Notebook\(.*\)|grader\.(check|check_all|export)\(.*\))\s*$")
+OTTER_LINE = re.compile(r"^(\s*)(import\s+otter(\.\w+)*(\s+as\s+\w+)?|from\s+otter\b.*|grader\s*=\s*otter\.Notebook\(.*\)"
+                        r"|grader\.(check|check_all|export)\(.*\))\s*;?\s*(#.*)?$")
+#: ``import a, otter, b``: an import list that names Otter among other modules.
+IMPORT_LIST = re.compile(r"^(\s*)import\s+([\w.]+(\s+as\s+\w+)?(\s*,\s*[\w.]+(\s+as\s+\w+)?)+)\s*;?\s*(#.*)?$")
+
+
+def without_otter_calls(source: str) -> str:
+    """``source`` without the lines that import Otter, make its ``grader`` or call ``grader.check``,
+    ``check_all`` or ``export`` (each becomes ``pass``, so a block it was alone in stays a block); Otter
+    leaves an import list (``import otter, torch``) importing the rest. A trailing ``;`` or comment does
+    not keep such a line (a twenty-fifth hostile review: ``grader.check("q1_1");`` stayed, and its
+    ``NameError`` lost the rest of its cell)."""
+    lines = []
+    for line in source.splitlines():
+        match = OTTER_LINE.match(line)
+        listed = IMPORT_LIST.match(line) if match is None else None
+        if match is not None:
+            line = f"{match.group(1)}pass"
+        elif listed is not None:
+            names = [name.strip() for name in listed.group(2).split(",")]
+            kept = [name for name in names if name.split()[0] != "otter" and not name.startswith("otter.")]
+            if len(kept) < len(names):
+                line = f"{listed.group(1)}import {', '.join(kept)}" if kept else f"{listed.group(1)}pass"
+        lines.append(line)
+    return "\n".join(lines)
 
 
 @dataclass(frozen=True)
@@ -181,7 +205,7 @@ def cells_to_run(nb) -> list[str]:
         if "otter_ignore" in meta.get("tags", []) or meta.get("otter", {}).get("ignore", False):
             continue
         source = "".join(cell.source) if isinstance(cell.source, list) else cell.source
-        sources.append("\n".join(line for line in source.splitlines() if not OTTER_LINE.match(line)))
+        sources.append(without_otter_calls(source))
     return sources
 
 
@@ -389,7 +413,12 @@ class StudentProcess:
             code = self.proc.returncode
             self.stop()
             raise StudentFailure(f"the student process ended while {what} (exit code {code})")
-        if self._memory_mb(tree=tree) > self.limits.memory_mb:
+        try:
+            used = self._memory_mb(tree=tree)
+        except SharedMemoryTooLarge as err:
+            self.stop()
+            raise StudentFailure(f"it {err} while {what}, and was stopped") from None
+        if used > self.limits.memory_mb:
             self.stop()
             raise StudentFailure(f"it used more than {self.limits.memory_mb} MB of memory while {what}, "
                                  "and was stopped")
@@ -568,31 +597,174 @@ def _system_v_segments(uid: int) -> list[tuple[int, int]]:
 
 
 def _remove_shared_memory_files(uid: int) -> None:
-    """Remove the files the sandbox user ``uid`` left in ``/dev/shm`` and its System V shared-memory segments
-    (shared memory, held after its processes end: a twenty-third hostile review left 768 MB)."""
+    """Remove what the sandbox user ``uid`` left in ``/dev/shm`` (files, and folders with all they hold) and its
+    System V shared-memory segments (shared memory, held after its processes end: a twenty-third hostile review
+    left 768 MB; a twenty-fifth left a chain of 1,000 folders, which broke every later grading's walk)."""
     if _libc():
         for shmid, _ in _system_v_segments(uid):
             _libc().shmctl(shmid, 0, None)  # IPC_RMID
-    for path, _ in _dev_shm_files(uid):
+    _remove_dev_shm_entries(uid)
+
+
+def _remove_dev_shm_entries(uid: int) -> None:
+    """Remove the files and folders ``uid`` owns in ``/dev/shm`` or in folders anyone may write to below it,
+    each folder with all it holds."""
+    try:
+        top = os.open(SHARED_MEMORY_FOLDER, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return
+    try:
+        for parent, name, info, _ in _walk_shared_memory(top, uid, owned_only=True, bounded=False):
+            if stat.S_ISDIR(info.st_mode):
+                _remove_folder(parent, name)
+            else:
+                _quietly(os.unlink, name, dir_fd=parent)
+    finally:
+        os.close(top)
+
+
+def _remove_folder(parent: int, name: str) -> None:
+    """Remove the folder ``name`` in the folder open as ``parent`` (in ``/dev/shm``), with all it holds, however
+    deep, without recursion and with three folders open at a time: each folder met is first moved into a
+    staging folder only root may write to, so none is ever more than one level below another open one."""
+    moved = 0
+    try:
+        staging = tempfile.mkdtemp(prefix=".vision-autograder-removing-", dir=SHARED_MEMORY_FOLDER)
+        staging_fd = os.open(staging, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return
+    try:
         try:
-            os.unlink(path)
+            os.rename(name, str(moved), src_dir_fd=parent, dst_dir_fd=staging_fd)
         except OSError:
-            continue
+            return
+        pending = [str(moved)]
+        while pending:
+            folder = pending.pop()
+            try:
+                fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=staging_fd)
+            except OSError:
+                continue
+            try:
+                with os.scandir(fd) as entries:
+                    names = [(entry.name, entry.is_dir(follow_symlinks=False)) for entry in entries]
+                for child, is_folder in names:
+                    if is_folder:
+                        moved += 1
+                        if _quietly(os.rename, child, str(moved), src_dir_fd=fd, dst_dir_fd=staging_fd):
+                            pending.append(str(moved))
+                    else:
+                        _quietly(os.unlink, child, dir_fd=fd)
+            except OSError:
+                pass
+            finally:
+                os.close(fd)
+            _quietly(os.rmdir, folder, dir_fd=staging_fd)
+    finally:
+        os.close(staging_fd)
+        _quietly(os.rmdir, staging)
+
+
+def _quietly(call: Callable, *args: Any, **kwargs: Any) -> bool:
+    """``call(*args, **kwargs)``; whether it did not raise :class:`OSError` (a file gone meanwhile)."""
+    try:
+        call(*args, **kwargs)
+        return True
+    except OSError:
+        return False
+
+
+#: Where POSIX shared memory (``shm_open``) keeps its files: a tmpfs, so each file's pages are memory.
+SHARED_MEMORY_FOLDER = "/dev/shm"
+#: The sandbox user may keep at most this many files and folders in ``/dev/shm``, in folders at most this deep;
+#: past either it is stopped. Each one is looked at on every check of the tree's memory, and the walk keeps
+#: one folder open per level (a twenty-fifth hostile review made a chain of 1,000 folders, which broke the
+#: recursive walk of every later grading on the machine).
+MAX_SHARED_ENTRIES = 4096
+MAX_SHARED_DEPTH = 32
+
+
+class SharedMemoryTooLarge(Exception):
+    """The sandbox user keeps more files or deeper folders in ``/dev/shm`` than the judge looks through."""
+
+
+def _walk_shared_memory(top: int, uid: int, owned_only: bool = False, bounded: bool = True):
+    """Yield ``(folder fd, name, lstat, depth)`` for the entries below the folder open as ``top`` (``/dev/shm``)
+    that ``uid`` may have made (``owned_only``: those it owns), depth first, without recursion, never following
+    a link, looking into a folder only if ``uid`` owns it or anyone may write to it (``uid``'s own folders are
+    yielded, not entered, when ``owned_only``: the caller removes them whole).
+
+    ``bounded``: raise :class:`SharedMemoryTooLarge` past :data:`MAX_SHARED_ENTRIES` entries of ``uid`` or a
+    folder of ``uid`` :data:`MAX_SHARED_DEPTH` levels deep; otherwise deeper folders are not looked into.
+    An entry that goes away while it is read is skipped.
+    """
+    owned = 0
+    stack: list[tuple[int, list[tuple[str, os.stat_result]], int]] = []
+
+    def read(fd: int) -> list[tuple[str, os.stat_result]]:
+        out = []
+        try:
+            with os.scandir(fd) as entries:
+                for entry in entries:
+                    try:
+                        out.append((entry.name, entry.stat(follow_symlinks=False)))
+                    except OSError:
+                        continue
+        except OSError:
+            pass
+        return out
+
+    stack.append((top, read(top), 0))
+    try:
+        while stack:
+            fd, entries, depth = stack[-1]
+            if not entries:
+                if fd != top:
+                    os.close(fd)
+                stack.pop()
+                continue
+            name, info = entries.pop()
+            mine = info.st_uid == uid
+            owned += mine
+            if bounded and owned > MAX_SHARED_ENTRIES:
+                raise SharedMemoryTooLarge(f"kept more than {MAX_SHARED_ENTRIES} files and folders in "
+                                           f"{SHARED_MEMORY_FOLDER}")
+            folder = stat.S_ISDIR(info.st_mode)
+            if mine or not owned_only:
+                yield fd, name, info, depth
+            if not folder or (mine and owned_only) or not (mine or info.st_mode & stat.S_IWOTH):
+                continue
+            if depth + 1 >= MAX_SHARED_DEPTH:
+                if bounded and mine:
+                    raise SharedMemoryTooLarge(f"made folders more than {MAX_SHARED_DEPTH} deep in "
+                                               f"{SHARED_MEMORY_FOLDER}")
+                continue
+            try:
+                child = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            except OSError:
+                continue
+            stack.append((child, read(child), depth + 1))
+    finally:
+        for fd, _, _ in stack:
+            if fd != top:
+                os.close(fd)
 
 
 def _dev_shm_files(uid: int) -> list[tuple[str, os.stat_result]]:
-    """``(path, lstat)`` of each file in ``/dev/shm`` that ``uid`` owns."""
-    out = []
-    for root, _, files in os.walk("/dev/shm"):
-        for name in files:
-            path = os.path.join(root, name)
-            try:
-                info = os.lstat(path)
-            except OSError:
-                continue
-            if info.st_uid == uid:
-                out.append((path, info))
-    return out
+    """``(name, lstat)`` of each file in ``/dev/shm`` (or a folder below it) that ``uid`` owns.
+
+    Raises :class:`SharedMemoryTooLarge` if ``uid`` keeps more than :data:`MAX_SHARED_ENTRIES` files and
+    folders there, or folders :data:`MAX_SHARED_DEPTH` deep.
+    """
+    try:
+        top = os.open(SHARED_MEMORY_FOLDER, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return []
+    try:
+        return [(name, info) for _, name, info, _ in _walk_shared_memory(top, uid)
+                if info.st_uid == uid and not stat.S_ISDIR(info.st_mode)]
+    finally:
+        os.close(top)
 
 
 def _proportional_kb(pid: int, owner: tuple[int, int] | None) -> int | None:

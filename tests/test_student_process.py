@@ -12,6 +12,7 @@ memory limit, because each forked worker's resident memory counted the pages it 
 
 from __future__ import annotations
 
+import math
 import os
 import random
 import shutil
@@ -23,7 +24,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from autograder.judge import Limits, Session, StudentFailure, _cell_notes, _proportional_kb, _resident_kb
+from autograder import judge
+from autograder.judge import (Limits, Session, StudentFailure, _cell_notes, _proportional_kb, _resident_kb,
+                              without_otter_calls)
 
 SEED = 42
 
@@ -391,3 +394,154 @@ def test_system_v_shared_memory_counts_and_is_removed(sandbox, started_mb):
     assert left == [], f"the sandbox user's segments should be removed when its process stops: {left}"
     assert values["oom"] == "1000", f"the student process is the out-of-memory killer's first: {values['oom']}"
     assert values["files"][1] <= 4096, f"the student process opens at most 4,096 files: {values['files']}"
+
+
+def _chain(top: Path, depth: int, size: int = 0) -> None:
+    """``depth`` nested folders ``d`` below ``top`` (made through folder descriptors: the path passes the
+    kernel's 4,096-byte limit), with a file of ``size`` bytes at the bottom."""
+    fd = os.open(top, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for _ in range(depth):
+            os.mkdir("d", dir_fd=fd)
+            child = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = child
+        bottom = os.open("held", os.O_WRONLY | os.O_CREAT, 0o600, dir_fd=fd)
+        os.write(bottom, b"\1" * size)
+        os.close(bottom)
+    finally:
+        os.close(fd)
+
+
+@pytest.fixture
+def shared_folder(tmp_path, monkeypatch) -> Path:
+    """A stand-in for ``/dev/shm`` that the judge's walk reads instead (this process's user is the sandbox
+    user's stand-in: every entry in it is that user's)."""
+    folder = tmp_path / "shm"
+    folder.mkdir()
+    monkeypatch.setattr(judge, "SHARED_MEMORY_FOLDER", str(folder))
+    return folder
+
+
+def test_the_shared_memory_walk_finds_files_in_folders_and_refuses_deep_or_many(shared_folder):
+    """A twenty-fifth hostile review: a chain of 1,000 folders in ``/dev/shm`` broke the judge's recursive walk
+    (``RecursionError``), and every grading on the machine after it scored 0 as "the autograder failed". The
+    walk is iterative; a user past :data:`MAX_SHARED_DEPTH` levels or :data:`MAX_SHARED_ENTRIES` entries is
+    refused, with a reason."""
+    _chain(shared_folder, 5, size=1 << 20)
+    found = judge._dev_shm_files(os.getuid())
+    assert [(name, info.st_size) for name, info in found] == [("held", 1 << 20)], found
+    (shared_folder / "deep").mkdir()
+    _chain(shared_folder / "deep", 1000)
+    with pytest.raises(judge.SharedMemoryTooLarge, match=f"more than {judge.MAX_SHARED_DEPTH} deep"):
+        judge._dev_shm_files(os.getuid())
+    judge._remove_dev_shm_entries(os.getuid())
+    assert list(shared_folder.iterdir()) == [], "the chains, 5 and 1,001 folders deep, should be removed whole"
+    for i in range(judge.MAX_SHARED_ENTRIES + 1):
+        (shared_folder / f"f{i}").touch()
+    with pytest.raises(judge.SharedMemoryTooLarge, match=f"more than {judge.MAX_SHARED_ENTRIES} files"):
+        judge._dev_shm_files(os.getuid())
+    judge._remove_dev_shm_entries(os.getuid())
+    assert list(shared_folder.iterdir()) == [], "4,097 files should be removed"
+
+
+def test_the_shared_memory_walk_looks_only_where_the_user_may_write(shared_folder):
+    """Folders the user neither owns nor may write to are not looked into, and are left alone: the walk costs
+    what the student made, and removal takes nothing of anyone else's."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to give a folder to another user")
+    theirs = shared_folder / "theirs"
+    theirs.mkdir()
+    (theirs / "kept").write_bytes(b"\1" * 4096)
+    os.chown(theirs, 65534, 65534)
+    os.chown(theirs / "kept", 65534, 65534)
+    open_to_all = shared_folder / "open"
+    open_to_all.mkdir(mode=0o777)
+    os.chmod(open_to_all, 0o1777)
+    os.chown(open_to_all, 65534, 65534)
+    (open_to_all / "mine").write_bytes(b"\1" * 8192)
+    assert [name for name, _ in judge._dev_shm_files(0)] == ["mine"], \
+        "a folder open to all is looked into, another user's folder (theirs/kept) is not"
+    assert [name for name, _ in judge._dev_shm_files(65534)] == ["kept"], "65534's own folder is looked into"
+    judge._remove_dev_shm_entries(0)
+    assert sorted(str(p.relative_to(shared_folder)) for p in shared_folder.rglob("*")) == \
+        ["open", "theirs", "theirs/kept"]
+
+
+DEEP_CHAIN = ("import os, time\n"
+              "home = os.getcwd()\n"
+              "os.chdir('/dev/shm')\n"
+              "os.mkdir(f'chain-{os.getpid()}')\n"
+              "os.chdir(f'chain-{os.getpid()}')\n"
+              "for _ in range(DEPTH):\n"
+              "    os.mkdir('d')\n"
+              "    os.chdir('d')\n"
+              "os.chdir(home)\n"
+              "AFTER")
+
+
+def test_a_deep_chain_in_dev_shm_stops_its_cell_and_leaves_nothing(sandbox):
+    """A twenty-fifth hostile review: 1,000 folders, one in another, in ``/dev/shm``; made at the end of the
+    last cell they were never checked, outlived the grading, and broke the next one. A chain made while
+    checks run stops its cell with a reason; every chain is removed when the student process stops, and the
+    next grading on the machine runs as usual."""
+    user, workdir = sandbox
+    cells = [DEEP_CHAIN.replace("DEPTH", "1000").replace("AFTER", "time.sleep(3)\ndone = True"),
+             "after = 1",
+             DEEP_CHAIN.replace("DEPTH", "1000").replace("AFTER", "last = True")]
+    session = Session(workdir, cells, Limits(memory_mb=100_000), user, time.monotonic() + 120)
+    try:
+        session.run_all()
+        values = session.values(["done", "after", "last"])
+    finally:
+        session.process.stop()
+    problem = session.records[0].problem
+    assert problem is not None and f"made folders more than {judge.MAX_SHARED_DEPTH} deep in /dev/shm" in problem, \
+        f"a chain 1,000 folders deep should stop its cell: {session.records[0]}"
+    assert values == {"done": None, "after": 1, "last": True}, f"the cell is lost and grading goes on: {values}"
+    left = [name for name in os.listdir("/dev/shm") if name.startswith(("chain-", ".vision-autograder-removing-"))]
+    assert left == [], f"the sandbox user's folders in /dev/shm should be removed when its process stops: {left}"
+    later = Session(workdir, ["x = 1"], Limits(memory_mb=100_000), user, time.monotonic() + 120)
+    try:
+        later.run_all()
+        assert later.records[0].problem is None and later.values(["x"]) == {"x": 1}
+    finally:
+        later.process.stop()
+
+
+@pytest.mark.parametrize("line, expected", [
+    ("import otter", "pass"),
+    ("import otter, math", "import math"),
+    ("import math, otter as o, numpy as np  # all three", "import math, numpy as np"),
+    ("import os.path, otter.api", "import os.path"),
+    ('grader = otter.Notebook("where_mlps_fail.ipynb")', "pass"),
+    ('grader.check("q1_1");', "pass"),
+    ('grader.check("q1_1")  # the public tests', "pass"),
+    ("    grader.check_all()", "    pass"),
+    ("import otterly", "import otterly"),
+    ('result = grader.check("q1_1")', 'result = grader.check("q1_1")'),
+])
+def test_otter_calls_are_taken_out_line_by_line(line, expected):
+    """A twenty-fifth hostile review: ``grader.check("q1_1");`` (a trailing semicolon) stayed in the cell and
+    its ``NameError`` lost the lines after it; ``import otter, torch`` was taken out whole, so ``torch`` was
+    never imported. Each Otter line becomes ``pass`` (a block it is alone in stays a block, and line numbers
+    in tracebacks stay the student's); other modules of an import list stay imported."""
+    assert without_otter_calls(line) == expected
+
+
+def test_a_cell_with_otter_calls_runs_the_rest(tmp_path):
+    cell = ("import otter, math\n"
+            "grader = otter.Notebook('where_mlps_fail.ipynb')\n"
+            "value = math.pi\n"
+            "grader.check('q1_1');\n"
+            "if value > 3:\n"
+            "    grader.check('q1_2')  # inside a block\n"
+            "after = 2")
+    session = Session(tmp_path, [without_otter_calls(cell)], Limits(), None, time.monotonic() + 120)
+    try:
+        session.run_all()
+        values = session.values(["value", "after"])
+    finally:
+        session.process.stop()
+    assert session.records[0].problem is None, session.records[0]
+    assert values == {"value": math.pi, "after": 2}, values

@@ -660,3 +660,60 @@ def test_dockerfile_passes_hadolint():
 def test_install_script_passes_shellcheck():
     proc = subprocess.run([_tool("shellcheck"), str(INSTALL)], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+K8S_JOB = REPO / "docker" / "k8s-grading-job.yaml"
+
+
+def test_k8s_job_mounts_only_the_pods_own_submission_and_results():
+    """A twenty-fifth hostile review: the Job mounted the whole grading volume at ``/data`` in every pod, so a
+    submission (student code runs in the pod) read a classmate's notebook from ``/data/submissions`` and ran it
+    as its own, 31/31 for an empty notebook. Each pod now mounts its own two folders, by completion index."""
+    import yaml
+
+    job = yaml.safe_load(K8S_JOB.read_text())
+    pod = job["spec"]["template"]["spec"]
+    claims = {v["name"] for v in pod["volumes"] if "persistentVolumeClaim" in v}
+    assert claims, "the Job reads the submissions from a claim"
+    for container in pod.get("initContainers", []) + pod["containers"]:
+        env = {e["name"]: e for e in container.get("env", [])}
+        mounts = [m for m in container.get("volumeMounts", []) if m["name"] in claims]
+        whole = [m["mountPath"] for m in mounts if not m.get("subPathExpr")]
+        assert whole == [], f"{container['name']} mounts the whole claim at {whole}: every submission is readable"
+        for mount in mounts:
+            variables = re.findall(r"\$\((\w+)\)", mount["subPathExpr"])
+            assert variables, f"{mount['mountPath']}'s sub-path names no index: {mount['subPathExpr']}"
+            for name in variables:
+                assert name in env and "job-completion-index" in str(env[name].get("valueFrom")), \
+                    f"{name} in {mount['subPathExpr']} is not the pod's completion index: {env.get(name)}"
+        by_path = {m["mountPath"]: m for m in mounts}
+        assert by_path["/data/submission"]["subPathExpr"].startswith("submissions/") \
+            and by_path["/data/submission"].get("readOnly") is True, by_path
+        assert by_path["/data/results"]["subPathExpr"].startswith("results/"), by_path
+        script = container["args"][-1]
+        assert "/data/submissions" not in script, "the script reads from the folder of every submission"
+
+
+def test_k8s_job_script_copies_the_submission_in_and_the_results_out(tmp_path):
+    """The pod's script, run with its folders moved under ``tmp_path`` and a stand-in for Gradescope's
+    ``run_autograder``: the submission reaches ``/autograder/submission`` and both outputs reach the index's
+    results folder."""
+    import yaml
+
+    job = yaml.safe_load(K8S_JOB.read_text())
+    script = job["spec"]["template"]["spec"]["containers"][0]["args"][-1]
+    script = script.replace("/autograder", str(tmp_path / "autograder")).replace("/data", str(tmp_path / "data"))
+    (tmp_path / "data" / "submission").mkdir(parents=True)
+    (tmp_path / "data" / "results").mkdir()
+    (tmp_path / "data" / "submission" / "where_mlps_fail.ipynb").write_text("{}")
+    (tmp_path / "autograder").mkdir()
+    run = tmp_path / "autograder" / "run_autograder"
+    run.write_text("#!/bin/bash\nls \"$(dirname \"$0\")/submission\"\n"
+                   "echo '{\"score\": 1}' > \"$(dirname \"$0\")/results/results.json\"\n")
+    run.chmod(0o755)
+    proc = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    results = tmp_path / "data" / "results"
+    assert json.loads((results / "results.json").read_text()) == {"score": 1}
+    assert (results / "stdout").read_text().split() == ["where_mlps_fail.ipynb"], \
+        "run_autograder should have seen the submission in /autograder/submission"
