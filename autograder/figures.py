@@ -209,7 +209,9 @@ def drawn_mismatch(image: Any) -> float:
     :data:`MAX_RENDER_DPI` and :data:`MAX_RENDER_PIXELS`), and each cell counts as shown when at least half of
     its pixels have its own colour (every pixel, not a few sample points a cover could leave holes at). Artists
     placed in screen pixels or in inches from the canvas's corner, which land elsewhere at another dpi or on a
-    cropped canvas (a second draw shows where), make every image count as not shown (:func:`pixel_placed`). The figure is left as it was. Inside :func:`one_draw_per_figure` one draw serves
+    cropped canvas (a second draw shows where), make every image count as not shown (:func:`pixel_placed`); a
+    third draw, as Jupyter shows the figure (its own dpi, cropped to its contents, its layout engine on), is
+    compared cell by cell too, and the larger share kept. The figure is left as it was. Inside :func:`one_draw_per_figure` one draw serves
     every image of a figure; elsewhere each call draws. An image whose figure cannot be drawn counts as not
     shown (1.0)."""
     drawn = _drawn(image)
@@ -264,9 +266,10 @@ def one_draw_per_figure():
 
 
 def _draw_and_compare(fig: Any) -> dict:
-    """:func:`drawn_mismatch` for every image of ``fig`` (``{id(image): share}``), from one draw, and under
-    ``"moved"`` the number of :func:`pixel_placed` artists, from a second draw at another dpi, on a canvas whose
-    corner is :data:`_SHIFT_INCHES` away from the figure's (as a saved or shown figure is drawn)."""
+    """:func:`drawn_mismatch` for every image of ``fig`` (``{id(image): share}``), the larger of two draws' (the
+    grader's, and Jupyter's), and under ``"moved"`` the number of :func:`pixel_placed` artists, from a second
+    draw at another dpi, on a canvas whose corner is :data:`_SHIFT_INCHES` away from the figure's (as a saved
+    or shown figure is drawn)."""
     import io
 
     import numpy as np
@@ -304,6 +307,13 @@ def _draw_and_compare(fig: Any) -> dict:
         shifted.clear()
         shifted.update(_artist_places(fig, event.renderer))
 
+    shown: dict = {}
+
+    def read_cells(event: Any) -> None:  # each draw of print_figure's; the last one is the cropped canvas's
+        drawn = np.asarray(event.renderer.buffer_rgba())[..., :3].astype(np.int16)
+        shown.clear()
+        shown.update({id(im): _mismatch(im, drawn) for im in images})
+
     callback = None
     try:
         if foreign:  # refused apart (figure_problems); run here, it would move the Axes the other checks read
@@ -324,6 +334,18 @@ def _draw_and_compare(fig: Any) -> dict:
             canvas.print_figure(io.BytesIO(), format="rgba", dpi=second,
                                 bbox_inches=Bbox.from_bounds(shift, shift, width, height))
         out["moved"] = sum(not _same_place(place, shifted.get(key, place)) for key, place in here.items())
+        # the third draw, as Jupyter shows the figure and savefig(bbox_inches="tight") saves it: its own dpi, on a
+        # canvas cropped to its contents, its layout engine on; each image's cells are compared there too, so
+        # that what no walk of the artists places (a quiver key, an offset box's frame, text in an inset
+        # wrapped anew on the cropped canvas: a twenty-fifth review) cannot cover the images where people look
+        fig._layout_engine = None if foreign else engine
+        canvas.mpl_disconnect(callback)
+        callback = canvas.mpl_connect("draw_event", read_cells)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            canvas.print_figure(io.BytesIO(), format="rgba", dpi=max(own, MIN_FIGURE_DPI), bbox_inches="tight")
+        for im in images:
+            out[id(im)] = max(out[id(im)], shown.get(id(im), 1.0))
     finally:
         if callback is not None:
             canvas.mpl_disconnect(callback)
@@ -548,6 +570,8 @@ def axes_problems(ax: Any) -> list[str]:
 
 def figure_problems(fig: Any) -> list[str]:
     """What about ``fig`` keeps its images from showing, each as the rest of a sentence about the figure."""
+    from matplotlib.text import Text
+
     problems = []
     if not fig.get_visible():
         problems.append("is hidden (set_visible(False))")
@@ -560,6 +584,10 @@ def figure_problems(fig: Any) -> list[str]:
     texts = sorted({p for p in map(_text_problem, fig.texts) if p})
     if texts:
         problems.append(f"has {', '.join(texts)} on it, which can cover its Axes")
+    elif any(t.get_wrap() and t.get_visible() and t.get_text() for t in fig.findobj(Text)):
+        # wherever it is (an inset, another Axes): it wraps anew on a cropped canvas (a twenty-fifth review's
+        # ran from a margin across the images)
+        problems.append("has text that wraps (wrap=True) on it, which can cover its Axes")
     return problems
 
 

@@ -919,6 +919,63 @@ def _text_in_pixels_off_the_canvas(ax, shown, row):
              color="white", linespacing=0.8, in_layout=False)
 
 
+def _quiver_key_in_screen_pixels(ax, shown, row):
+    """Review twenty-five: a white quiver key 2,000 screen pixels long on an inset of the last template (its
+    quiver hidden): from 15 inches left of the figure it reaches across it at the figure's own 100 dpi and
+    ends left of it at the grader's 140. A quiver key's arrow is the child of no artist, so no walk of the
+    figure's artists placed it."""
+    fig = ax.figure
+    if ax is not fig.axes[15]:
+        return
+    fig.set_size_inches(4, 4)
+    fig.set_dpi(100)
+    key = ax.inset_axes((-0.3, -0.3, 0.01, 0.01))
+    key.set_axis_off()
+    arrows = key.quiver([0], [0], [1], [0], units="dots", scale=1, width=400, headwidth=1, headlength=0,
+                        headaxislength=0, color="white")
+    arrows.set_visible(False)
+    key.quiverkey(arrows, -15.0 / 4, 0.5, 2000, "", coordinates="figure", color="white", labelpos="W")
+
+
+def _offset_box_frame_in_inches(ax, shown, row):
+    """Review twenty-five: the white frame of an empty anchored offset box, 12 inches wide, placed in inches
+    from the canvas's corner (``fig.dpi_scale_trans``) where the centre of the figure comes to be on a canvas
+    cropped to its contents; a white dot far below the figure makes that crop reach 10 inches below it. A
+    plain draw shows the frame over nothing; Jupyter's cropped display is blank. The frame is the child of no
+    artist."""
+    from matplotlib.offsetbox import AnchoredOffsetbox, DrawingArea
+
+    fig = ax.figure
+    if ax is not fig.axes[15]:
+        return
+    fig.set_size_inches(4, 4)
+    fig.text(0.0, -2.5, ".", color="white")
+    tight = fig.get_tightbbox(fig.canvas.get_renderer()).padded(0.1)
+    inset = ax.inset_axes((-0.3, -0.3, 0.01, 0.01))
+    inset.set_axis_off()
+    child = DrawingArea(1, 1)
+    child.set_visible(False)
+    box = AnchoredOffsetbox("center", child=child, pad=44, borderpad=0, frameon=True,
+                            bbox_to_anchor=(2 - tight.x0, 2 - tight.y0), bbox_transform=fig.dpi_scale_trans)
+    box.patch.set(facecolor="white", edgecolor="white")
+    inset.add_artist(box)
+
+
+def _wrapped_text_in_an_inset(ax, shown, row):
+    """Review twenty-five: white text that wraps (``wrap=True``) in an inset in the figure's margin, a narrow
+    column there in a plain draw, lines across the images on a canvas cropped to its contents (a far-off dot
+    widens it). Wrapped text was refused on the graded Axes and the figure only."""
+    fig = ax.figure
+    if ax is not fig.axes[15]:
+        return
+    fig.subplots_adjust(right=0.8)
+    fig.text(2.5, 0.5, ".", color="white")
+    inset = ax.inset_axes((1.2, 0.5, 0.01, 0.01))
+    inset.set_axis_off()
+    inset.text(0, 0, " ".join(["\u2588\u2588\u2588"] * 40), fontsize=60, color="white", ha="center", va="center",
+               wrap=True, transform=inset.transAxes, linespacing=0.75)
+
+
 def _too_small_to_see(ax, shown, row):
     """Review twenty-two: 16 templates on a figure of 1.25 inches at 30 dpi, 9 screen pixels a template; each
     Axes is above the size limit in inches, and the grader's draw, at 4 pixels a cell, shows every cell."""
@@ -1192,6 +1249,10 @@ TEMPLATE_FIGURES = {
     "layout_tight_with_titles": ({"after": lambda ax, shown, row: (ax.figure.set_layout_engine("tight"),
                                                                     ax.set_title(f"row {len(ax.figure.axes)}"))},
                                  None),
+    "quiver_key_in_screen_pixels": ({"after": _quiver_key_in_screen_pixels}, NOT_SHOWN),
+    "offset_box_frame_in_inches": ({"after": _offset_box_frame_in_inches}, NOT_SHOWN),
+    "wrapped_text_in_an_inset": ({"after": _wrapped_text_in_an_inset},
+                                 "the figure holding `fig_templates`' image 0 has text that wraps (wrap=True)"),
     "too_small_to_see": ({"after": _too_small_to_see}, "`fig_templates`' image 0 is shown 9 by 9 screen pixels at "
                          "its figure's dpi (30), fewer than one a cell of its 28 by 28"),
     # and honest figures the draw must not refuse: interpolation of one's own, a grid, a label on the image
