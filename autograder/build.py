@@ -111,6 +111,27 @@ def _use_judge(otter_zip: Path, out: Path) -> None:
             dst.writestr(info, data)
 
 
+#: The folder in ``build/NAME/`` that ``grade`` writes to by default: a rebuild keeps it (a newcomer's
+#: walkthrough lost the graded results of the demo to one).
+GRADED_FOLDER = "graded"
+
+
+def _clear_build(out: Path) -> None:
+    """Remove what an earlier build left in ``out``, all but :data:`GRADED_FOLDER`."""
+    if not out.is_dir() or out.is_symlink():
+        shutil.rmtree(out, ignore_errors=True)
+        if out.is_symlink() or out.is_file():
+            out.unlink()
+        return
+    for child in out.iterdir():
+        if child.name == GRADED_FOLDER:
+            continue
+        if child.is_dir() and not child.is_symlink():
+            shutil.rmtree(child, ignore_errors=True)
+        else:
+            child.unlink(missing_ok=True)
+
+
 def build_assignment(name: str, run_tests: bool = True, quiet: bool = True, build_root: Path = BUILD,
                      student_root: Path = STUDENT_TEMPLATE) -> BuiltAssignment:
     """Run ``otter assign`` on ``assignments/<name>/<name>.ipynb``.
@@ -136,7 +157,7 @@ def build_assignment(name: str, run_tests: bool = True, quiet: bool = True, buil
     out = Path(build_root) / name
     scratch = out / "master"
     dist = out / "dist"
-    shutil.rmtree(out, ignore_errors=True)
+    _clear_build(out)
     shutil.copytree(master.parent, scratch, ignore=shutil.ignore_patterns("__pycache__", "examples", "*.md"))
     nb = nbformat.read(master, as_version=4)
     _inject_grading_config(nb, json.loads(OTTER_CONFIG.read_text()))

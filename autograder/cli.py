@@ -26,7 +26,7 @@ from pathlib import Path
 
 from autograder import build as build_mod
 from autograder import grade as grade_mod
-from autograder.student_package import StudentPackageError, build_student_package
+from autograder.student_package import StudentPackageError, build_student_package, student_modules
 
 
 def bundled_examples(name: str) -> list[Path]:
@@ -50,7 +50,7 @@ def _grade(name: str, submissions: list[Path], out: Path | None, jobs: int, time
     zip_path = build_mod.BUILD / name / "autograder.zip"
     if not zip_path.is_file():
         _build([name], run_tests=False)
-    out = out or build_mod.BUILD / name / "graded"
+    out = out or build_mod.BUILD / name / build_mod.GRADED_FOLDER
     results = grade_mod.grade_many(zip_path, submissions, out, jobs=jobs, timeout=timeout, runner=runner,
                                    limits=limits)
     print(grade_mod.format_table(results))
@@ -152,9 +152,11 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "student-package":
             wheel = build_student_package(args.out)
             print(f"student package: {wheel}")
-            print(f"  install where students run their notebooks: pip install {wheel.name}")
-            print("  holds autograder.public, autograder.checks (layered checks only), autograder.data and "
-                  "autograder.mnist_data; no hidden tests, no reference/")
+            print(f"  install where students run their notebooks (PyTorch's CPU wheels, under 1 GB; PyPI's "
+                  f"default CUDA ones are about 6 GB):\n    pip install {wheel.name} "
+                  "--extra-index-url https://download.pytorch.org/whl/cpu")
+            print(f"  holds {', '.join(student_modules())} (autograder.checks: the layered checks only); "
+                  "no hidden tests, no reference/")
             return 0
     except (build_mod.BuildError, StudentPackageError) as err:
         print(f"error: {err}", file=sys.stderr)

@@ -249,6 +249,35 @@ def protect_inputs(submissions: list[Path], out_dir: Path) -> list[str]:
     return changed
 
 
+def _file_to_grade(submission: Path) -> tuple[Path | None, str | None]:
+    """The file to grade for ``submission`` and ``None``, or ``None`` and why there is none.
+
+    A file is graded as it is (the judge refuses a symbolic link, with a reason). A folder, as Gradescope's
+    "Export Submissions" gives one per student, is graded by the one notebook (``.ipynb``) directly in it, or
+    if it holds none, by the one zip (Otter's export); hidden files and symbolic links in it are not looked at.
+    """
+    if submission.is_symlink() or submission.is_file():
+        return submission, None
+    if not submission.exists():
+        return None, f"{submission} does not exist."
+    if not submission.is_dir():
+        return None, f"{submission} is not a file or a folder."
+    try:
+        files = sorted(p for p in submission.iterdir()
+                       if not p.name.startswith(".") and not p.is_symlink() and p.is_file())
+    except OSError as err:
+        return None, f"{submission} could not be read ({err.strerror or err})."
+    for suffix, what in ((".ipynb", "notebooks"), (".zip", "zips")):
+        found = [p for p in files if p.suffix.lower() == suffix]
+        if len(found) == 1:
+            return found[0], None
+        if found:
+            names = ", ".join(p.name for p in found)
+            return None, (f"{submission} is a folder holding {len(found)} {what} ({names}): "
+                          "a submission's folder should hold one.")
+    return None, f"{submission} is a folder with no notebook (.ipynb) or export zip in it."
+
+
 def stage_submission(submission: Path, folder: Path) -> Path:
     """A private copy of ``submission`` to grade: ``folder/staged-submission<suffix>``.
 
@@ -342,17 +371,15 @@ def grade_one(autograder_zip: Path, submission: Path, out_dir: Path, timeout: fl
     results_path = out_dir / "results.json"
     results_path.unlink(missing_ok=True)
     started = time.perf_counter()
-    reason = None
-    if not submission.is_file():
-        reason = f"{submission} does not exist or is not a file."
-    else:
+    graded, reason = _file_to_grade(submission)
+    if graded is not None:
         with tempfile.TemporaryDirectory(prefix="grade-") as scratch:
             try:
-                staged = stage_submission(submission, Path(scratch) / "submission")
+                staged = stage_submission(graded, Path(scratch) / "submission")
             except OSError as err:
-                reason = f"{submission} could not be copied for grading ({err.strerror or err})."
+                reason = f"{graded} could not be copied for grading ({err.strerror or err})."
             else:
-                reason = _run_grading(runner, autograder_zip, staged, submission.name, out_dir, Path(scratch),
+                reason = _run_grading(runner, autograder_zip, staged, graded.name, out_dir, Path(scratch),
                                       limits, timeout, threads)
     seconds = time.perf_counter() - started
     if reason is not None:

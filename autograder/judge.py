@@ -45,7 +45,7 @@ import tempfile
 import time
 import zipfile
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -227,6 +227,11 @@ class StudentProcess:
         self.proc: subprocess.Popen | None = None
         self.sock: socket.socket | None = None
         self.generation = 0
+        #: the shared memory the sandbox user held before this grading, which is neither the student's to count
+        #: nor the judge's to remove: ``nobody``'s (slot 0) may be another service's (a newcomer's walkthrough)
+        self.kept = SharedMemoryKept()
+        if user is not None and user.pw_name == SANDBOX_USER:
+            self.kept = SharedMemoryKept.now(user.pw_uid)
 
     # -- life cycle
     def start(self) -> None:
@@ -272,7 +277,7 @@ class StudentProcess:
             self._kill_descendants()
             self.proc.wait()
             if self.user is not None:
-                _remove_shared_memory_files(self.user.pw_uid)
+                _remove_shared_memory_files(self.user.pw_uid, self.kept)
         if self.sock is not None:
             self.sock.close()
         self.proc, self.sock = None, None
@@ -351,7 +356,7 @@ class StudentProcess:
         resident = {pid: _resident_kb(pid) for pid in pids}
         total = sum(kb + tables for kb, tables, _ in resident.values())
         total += _shared_memory_kb(pids, self.user.pw_uid if self.user is not None else None,
-                                   {pid: owner for pid, (_, _, owner) in resident.items()})
+                                   {pid: owner for pid, (_, _, owner) in resident.items()}, self.kept)
         if total / 1024 <= self.limits.memory_mb:
             return total / 1024
         started = time.monotonic()
@@ -545,14 +550,19 @@ MAX_SHARE_SECONDS = 1.0
 MAX_FILES_LOOKED_AT = 4096
 
 
-def _shared_memory_kb(pids: list[int], uid: int | None, owners: dict) -> int:
+def _shared_memory_kb(pids: list[int], uid: int | None, owners: dict, kept: SharedMemoryKept | None = None) -> int:
     """kB of shared-memory files (``memfd``, ``/dev/shm``) that ``pids`` hold open, or that ``uid`` owns in
     ``/dev/shm`` (``uid`` ``None``: not sandboxed, so none but those held), each counted once: such memory
-    is resident in no process until mapped (a twenty-third hostile review held 1.5 GB in them unseen)."""
+    is resident in no process until mapped (a twenty-third hostile review held 1.5 GB in them unseen). What
+    ``kept`` holds counts only by what it has grown since.
+
+    Raises :class:`SharedMemoryTooLarge` (:func:`_dev_shm_files`)."""
+    kept = kept or SharedMemoryKept()
     seen: dict[tuple[int, int], int] = {}
 
     def add(info: os.stat_result) -> None:
-        seen[(info.st_dev, info.st_ino)] = info.st_blocks // 2  # 512-byte blocks
+        key = (info.st_dev, info.st_ino)
+        seen[key] = max(0, info.st_blocks // 2 - kept.files.get(key, 0))  # 512-byte blocks
 
     for pid in pids:
         def held(pid=pid) -> list[os.stat_result]:
@@ -570,9 +580,9 @@ def _shared_memory_kb(pids: list[int], uid: int | None, owners: dict) -> int:
             add(info)
     total = 0
     if uid is not None:
-        for _, info in _dev_shm_files(uid):
+        for _, info in _dev_shm_files(uid, kept):
             add(info)
-        total += sum(kb for _, kb in _system_v_segments(uid))
+        total += sum(kb for shmid, kb in _system_v_segments(uid) if shmid not in kept.segments)
     return total + sum(seen.values())
 
 
@@ -596,25 +606,28 @@ def _system_v_segments(uid: int) -> list[tuple[int, int]]:
     return out
 
 
-def _remove_shared_memory_files(uid: int) -> None:
+def _remove_shared_memory_files(uid: int, kept: SharedMemoryKept | None = None) -> None:
     """Remove what the sandbox user ``uid`` left in ``/dev/shm`` (files, and folders with all they hold) and its
     System V shared-memory segments (shared memory, held after its processes end: a twenty-third hostile review
-    left 768 MB; a twenty-fifth left a chain of 1,000 folders, which broke every later grading's walk)."""
+    left 768 MB; a twenty-fifth left a chain of 1,000 folders, which broke every later grading's walk), but
+    for what ``kept`` holds."""
+    kept = kept or SharedMemoryKept()
     if _libc():
         for shmid, _ in _system_v_segments(uid):
-            _libc().shmctl(shmid, 0, None)  # IPC_RMID
-    _remove_dev_shm_entries(uid)
+            if shmid not in kept.segments:
+                _libc().shmctl(shmid, 0, None)  # IPC_RMID
+    _remove_dev_shm_entries(uid, kept)
 
 
-def _remove_dev_shm_entries(uid: int) -> None:
-    """Remove the files and folders ``uid`` owns in ``/dev/shm`` or in folders anyone may write to below it,
-    each folder with all it holds."""
+def _remove_dev_shm_entries(uid: int, kept: SharedMemoryKept | None = None) -> None:
+    """Remove the files and folders ``uid`` owns in ``/dev/shm`` or in folders anyone may write to (or ``uid``
+    owns and ``kept`` holds) below it, each folder with all it holds, but for what ``kept`` holds."""
     try:
         top = os.open(SHARED_MEMORY_FOLDER, os.O_RDONLY | os.O_DIRECTORY)
     except OSError:
         return
     try:
-        for parent, name, info, _ in _walk_shared_memory(top, uid, owned_only=True, bounded=False):
+        for parent, name, info, _ in _walk_shared_memory(top, uid, kept, owned_only=True, bounded=False):
             if stat.S_ISDIR(info.st_mode):
                 _remove_folder(parent, name)
             else:
@@ -684,20 +697,48 @@ MAX_SHARED_ENTRIES = 4096
 MAX_SHARED_DEPTH = 32
 
 
+@dataclass(frozen=True)
+class SharedMemoryKept:
+    """The shared memory a sandbox user held when a grading began: ``files``, the kB of each of its files and
+    folders in ``/dev/shm`` by ``(st_dev, st_ino)``, and ``segments``, the ids of its System V segments. They
+    are not the student's: ``nobody`` (slot 0, :func:`_claim_sandbox`) may be another service's user too."""
+
+    files: dict = field(default_factory=dict)
+    segments: frozenset = frozenset()
+
+    @classmethod
+    def now(cls, uid: int) -> "SharedMemoryKept":
+        files = {}
+        try:
+            top = os.open(SHARED_MEMORY_FOLDER, os.O_RDONLY | os.O_DIRECTORY)
+        except OSError:
+            top = None
+        if top is not None:
+            try:
+                for _, _, info, _ in _walk_shared_memory(top, uid, bounded=False):
+                    if info.st_uid == uid:
+                        files[(info.st_dev, info.st_ino)] = info.st_blocks // 2
+            finally:
+                os.close(top)
+        return cls(files, frozenset(shmid for shmid, _ in _system_v_segments(uid)))
+
+
 class SharedMemoryTooLarge(Exception):
     """The sandbox user keeps more files or deeper folders in ``/dev/shm`` than the judge looks through."""
 
 
-def _walk_shared_memory(top: int, uid: int, owned_only: bool = False, bounded: bool = True):
+def _walk_shared_memory(top: int, uid: int, kept: SharedMemoryKept | None = None, owned_only: bool = False,
+                        bounded: bool = True):
     """Yield ``(folder fd, name, lstat, depth)`` for the entries below the folder open as ``top`` (``/dev/shm``)
-    that ``uid`` may have made (``owned_only``: those it owns), depth first, without recursion, never following
-    a link, looking into a folder only if ``uid`` owns it or anyone may write to it (``uid``'s own folders are
-    yielded, not entered, when ``owned_only``: the caller removes them whole).
+    that ``uid`` may have made (``owned_only``: those it owns and ``kept`` does not hold), depth first, without
+    recursion, never following a link, looking into a folder only if ``uid`` owns it or anyone may write to it
+    (``uid``'s new folders are yielded, not entered, when ``owned_only``: the caller removes them whole).
 
-    ``bounded``: raise :class:`SharedMemoryTooLarge` past :data:`MAX_SHARED_ENTRIES` entries of ``uid`` or a
-    folder of ``uid`` :data:`MAX_SHARED_DEPTH` levels deep; otherwise deeper folders are not looked into.
+    ``bounded``: raise :class:`SharedMemoryTooLarge` past :data:`MAX_SHARED_ENTRIES` new entries of ``uid`` or
+    a new folder of ``uid`` :data:`MAX_SHARED_DEPTH` levels deep; otherwise deeper folders are not looked into.
     An entry that goes away while it is read is skipped.
     """
+    kept = kept or SharedMemoryKept()
     owned = 0
     stack: list[tuple[int, list[tuple[str, os.stat_result]], int]] = []
 
@@ -724,7 +765,7 @@ def _walk_shared_memory(top: int, uid: int, owned_only: bool = False, bounded: b
                 stack.pop()
                 continue
             name, info = entries.pop()
-            mine = info.st_uid == uid
+            mine = info.st_uid == uid and (info.st_dev, info.st_ino) not in kept.files
             owned += mine
             if bounded and owned > MAX_SHARED_ENTRIES:
                 raise SharedMemoryTooLarge(f"kept more than {MAX_SHARED_ENTRIES} files and folders in "
@@ -732,7 +773,7 @@ def _walk_shared_memory(top: int, uid: int, owned_only: bool = False, bounded: b
             folder = stat.S_ISDIR(info.st_mode)
             if mine or not owned_only:
                 yield fd, name, info, depth
-            if not folder or (mine and owned_only) or not (mine or info.st_mode & stat.S_IWOTH):
+            if not folder or (mine and owned_only) or not (info.st_uid == uid or info.st_mode & stat.S_IWOTH):
                 continue
             if depth + 1 >= MAX_SHARED_DEPTH:
                 if bounded and mine:
@@ -750,18 +791,18 @@ def _walk_shared_memory(top: int, uid: int, owned_only: bool = False, bounded: b
                 os.close(fd)
 
 
-def _dev_shm_files(uid: int) -> list[tuple[str, os.stat_result]]:
+def _dev_shm_files(uid: int, kept: SharedMemoryKept | None = None) -> list[tuple[str, os.stat_result]]:
     """``(name, lstat)`` of each file in ``/dev/shm`` (or a folder below it) that ``uid`` owns.
 
     Raises :class:`SharedMemoryTooLarge` if ``uid`` keeps more than :data:`MAX_SHARED_ENTRIES` files and
-    folders there, or folders :data:`MAX_SHARED_DEPTH` deep.
+    folders there that ``kept`` does not hold, or such folders :data:`MAX_SHARED_DEPTH` deep.
     """
     try:
         top = os.open(SHARED_MEMORY_FOLDER, os.O_RDONLY | os.O_DIRECTORY)
     except OSError:
         return []
     try:
-        return [(name, info) for _, name, info, _ in _walk_shared_memory(top, uid)
+        return [(name, info) for _, name, info, _ in _walk_shared_memory(top, uid, kept)
                 if info.st_uid == uid and not stat.S_ISDIR(info.st_mode)]
     finally:
         os.close(top)
@@ -1264,8 +1305,10 @@ def _claim_sandbox(user: pwd.struct_passwd) -> tuple[Any, int | None]:
     (skipped if it has a passwd entry or cannot run Python). Locks are
     ``flock``s on files in a folder only root can write; the lock is
     released when its descriptor is closed (or the judge dies). Processes
-    left over by a judge that died are killed when their slot is claimed
-    (never for slot 0: other services may run as ``nobody``). When every
+    left over by a judge that died are killed, and their shared memory
+    removed, when their slot is claimed (never for slot 0: other services may
+    run as ``nobody``, and its shared memory from before a grading is left
+    alone, :class:`SharedMemoryKept`). When every
     slot is taken, or the folder cannot be trusted, ``user`` is shared.
     """
     import fcntl
@@ -1308,6 +1351,7 @@ def _claim_sandbox(user: pwd.struct_passwd) -> tuple[Any, int | None]:
                     os.kill(pid, signal.SIGKILL)
                 except OSError:
                     pass
+        _remove_shared_memory_files(uid)  # and the shared memory such a judge's student left
         return pwd.struct_passwd((f"{user.pw_name}+{slot}", "x", uid, uid, "", "/", "/bin/false")), fd
     return user, None
 

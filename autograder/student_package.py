@@ -43,6 +43,19 @@ STUDENT_MODULES = (
 )
 
 
+def student_modules() -> list[str]:
+    """The modules and packages of :data:`STUDENT_MODULES` by their import names, sorted
+    (``autograder.public`` for its folder of files)."""
+    names = set()
+    for pattern in STUDENT_MODULES:
+        parts = Path(pattern).with_suffix("").parts
+        if parts[-1] in ("__init__", "*"):
+            parts = parts[:-1]
+        if len(parts) > 1:
+            names.add(".".join(parts))
+    return sorted(names)
+
+
 class StudentPackageError(RuntimeError):
     """The wheel could not be built (pip's output says why) or holds something it must not."""
 

@@ -545,3 +545,62 @@ def test_a_cell_with_otter_calls_runs_the_rest(tmp_path):
         session.process.stop()
     assert session.records[0].problem is None, session.records[0]
     assert values == {"value": math.pi, "after": 2}, values
+
+
+SERVICE_MEMORY = r'''
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+os.makedirs("/dev/shm/service-folder", exist_ok=True)
+for path in ("/dev/shm/service-held", "/dev/shm/service-folder/held"):
+    with open(path, "wb") as f:
+        f.write(b"\1" * (256 << 20))
+libc.shmat.restype = ctypes.c_void_p
+shmid = libc.shmget(0, 256 << 20, 0o1600)
+address = libc.shmat(shmid, None, 0)
+ctypes.memset(address, 1, 256 << 20)
+libc.shmdt(ctypes.c_void_p(address))
+print(shmid)
+'''
+
+
+def test_nobodys_shared_memory_from_before_the_grading_is_neither_counted_nor_removed(sandbox, started_mb):
+    """A newcomer's walkthrough: slot 0 grades as ``nobody``, whom other services may run as; the judge counted
+    every ``/dev/shm`` file and System V segment of ``nobody`` as the student's, and removed them all when the
+    student process stopped. What was there before the grading is left alone; what the student adds, even in
+    a folder that was there, is counted and removed."""
+    user, workdir = sandbox
+    made = subprocess.run([sys.executable, "-c", SERVICE_MEMORY], user=user.pw_uid, group=user.pw_gid,
+                          capture_output=True, text=True, timeout=60)
+    assert made.returncode == 0, made.stderr
+    shmid = int(made.stdout)
+    cells = ["import time\ntime.sleep(3)\nquiet = True",
+             "import time\n"
+             "with open('/dev/shm/service-folder/student', 'wb') as f:\n"
+             "    f.write(b'\\1' * (512 << 20))\n"
+             "time.sleep(3)\n"
+             "done = True"]
+    # the worker's start plus 150 MB: under it, with nobody's 768 MB from before not counted; over it, with the
+    # student's 512 MB (a process's proportional share may be well under its resident memory: the pages of
+    # torch's libraries it shares with this test's process count half)
+    limit = started_mb + 150
+    session = Session(workdir, cells, Limits(memory_mb=limit), user, time.monotonic() + 120)
+    try:
+        session.run_all()
+        values = session.values(["quiet", "done"])
+    finally:
+        session.process.stop()
+        with open("/proc/sysvipc/shm") as f:
+            segments = [int(line.split()[1]) for line in f.readlines()[1:]]
+        kept = sorted(str(p.relative_to("/dev/shm")) for p in Path("/dev/shm").rglob("*") if "service" in p.name
+                      or p.parent.name == "service-folder")
+        shutil.rmtree("/dev/shm/service-folder", ignore_errors=True)
+        Path("/dev/shm/service-held").unlink(missing_ok=True)
+        judge._libc().shmctl(shmid, 0, None)
+    assert session.records[0].problem is None and values["quiet"] is True, \
+        f"nobody's 768 MB from before the grading should not count: {session.records[0]}"
+    problem = session.records[1].problem
+    assert problem is not None and f"more than {limit} MB of memory" in problem, \
+        f"the student's 512 MB in nobody's folder should count: {session.records[1]}"
+    assert kept == ["service-folder", "service-folder/held", "service-held"], \
+        f"nobody's files from before should stay, the student's should go: {kept}"
+    assert shmid in segments, "nobody's System V segment from before the grading should stay"

@@ -717,3 +717,18 @@ def test_k8s_job_script_copies_the_submission_in_and_the_results_out(tmp_path):
     assert json.loads((results / "results.json").read_text()) == {"score": 1}
     assert (results / "stdout").read_text().split() == ["where_mlps_fail.ipynb"], \
         "run_autograder should have seen the submission in /autograder/submission"
+
+
+def test_a_rebuild_keeps_the_graded_results_and_replaces_the_rest(tmp_path):
+    """A newcomer's walkthrough: ``build`` removed ``build/NAME/`` whole, and with it ``graded/``, where
+    ``grade`` writes by default (the demo's results)."""
+    from autograder.build import GRADED_FOLDER, _clear_build
+
+    out = tmp_path / "where_mlps_fail"
+    (out / GRADED_FOLDER / "solution").mkdir(parents=True)
+    (out / GRADED_FOLDER / "solution" / "results.json").write_text("{}")
+    (out / "dist" / "student").mkdir(parents=True)
+    (out / "autograder.zip").write_bytes(b"old")
+    _clear_build(out)
+    actual = sorted(str(p.relative_to(out)) for p in out.rglob("*"))
+    assert actual == [GRADED_FOLDER, f"{GRADED_FOLDER}/solution", f"{GRADED_FOLDER}/solution/results.json"], actual

@@ -242,7 +242,7 @@ def test_grade_one_missing_submission_replaces_a_stale_results_file(dummy_zip, t
     (out / "results.json").write_text(json.dumps({"score": 31.0, "tests": []}))
     submission = tmp_path / "gone.ipynb"
     actual = grade_one(dummy_zip, submission, out)
-    assert actual.error == f"{submission} does not exist or is not a file.", f"unexpected error {actual.error!r}"
+    assert actual.error == f"{submission} does not exist.", f"unexpected error {actual.error!r}"
     assert actual.scores == {} and actual.total == 0, f"an ungraded submission has no scores: {actual.scores}"
     assert_failure_results(results_of(out / "results.json"), "does not exist")
 
@@ -257,7 +257,7 @@ def test_grade_many_labels_duplicates_and_writes_the_csv(dummy_zip, tmp_path):
         assert_failure_results(results_of(out / label / "results.json"), "does not exist")
     actual_rows = read_csv(out / "scores.csv")
     expected_rows = [["submission", "total", "possible", "error"]] + [
-        [label, "0", "0", f"{sub} does not exist or is not a file."]
+        [label, "0", "0", f"{sub} does not exist."]
         for label, sub in zip(("hw", "hw-2", "other"), submissions)
     ]
     assert actual_rows == expected_rows, f"expected {expected_rows}, got {actual_rows}"
@@ -522,6 +522,45 @@ def test_a_failure_reason_names_the_original_file_not_the_copy(private_submissio
     expected = f"This submission could not be graded: {PRIVATE_NAME}.ipynb is empty."
     assert result.error == expected, f"expected {expected!r}, got {result.error!r}"
     assert results_of(result.results_path)["output"] == expected, "results.json should name the original file"
+
+
+@pytest.mark.parametrize("files, graded", [
+    (["where_mlps_fail.ipynb"], "where_mlps_fail.ipynb"),
+    (["where_mlps_fail.ipynb", "notes.txt", ".hidden.ipynb"], "where_mlps_fail.ipynb"),
+    (["where_mlps_fail.zip"], "where_mlps_fail.zip"),
+    (["draft.zip", "where_mlps_fail.ipynb"], "where_mlps_fail.ipynb"),
+], ids=["notebook", "notebook_among_other_files", "export_zip", "notebook_before_zip"])
+def test_a_folder_per_student_is_graded_by_its_notebook(files, graded, dummy_zip, tmp_path, monkeypatch):
+    """A newcomer's walkthrough: Gradescope's "Export Submissions" gives one folder per student, as the README
+    says, but ``grade`` refused a folder ("does not exist or is not a file")."""
+    folder = tmp_path / "export" / "submission_1234"
+    folder.mkdir(parents=True)
+    for name in files:
+        (folder / name).write_text(f"content of {name}")
+    fake = FakeRun(OTTER_RESULTS)
+    monkeypatch.setattr(grade_module.subprocess, "run", fake)
+    result = grade_one(dummy_zip, folder, tmp_path / "out")
+    (call,) = fake.calls
+    assert call["staged_text"] == f"content of {graded}", f"{graded} should be graded: {call['staged_text']!r}"
+    assert result.error is None and result.submission == folder, result
+
+
+@pytest.mark.parametrize("files, reason", [
+    ([], "is a folder with no notebook (.ipynb) or export zip in it."),
+    (["a.ipynb", "b.ipynb"], "is a folder holding 2 notebooks (a.ipynb, b.ipynb): a submission's folder should hold one."),
+    (["a.zip", "b.zip"], "is a folder holding 2 zips (a.zip, b.zip): a submission's folder should hold one."),
+], ids=["empty", "two_notebooks", "two_zips"])
+def test_a_folder_without_one_notebook_gets_a_reason(files, reason, dummy_zip, tmp_path, monkeypatch):
+    folder = tmp_path / "submission_1234"
+    folder.mkdir()
+    for name in files:
+        (folder / name).write_text("{}")
+    fake = FakeRun(OTTER_RESULTS)
+    monkeypatch.setattr(grade_module.subprocess, "run", fake)
+    result = grade_one(dummy_zip, folder, tmp_path / "out")
+    assert fake.calls == [], "nothing should be graded"
+    assert result.error == f"{folder} {reason}", result.error
+    assert_failure_results(results_of(tmp_path / "out" / "results.json"), reason)
 
 
 def test_a_submission_that_cannot_be_copied_gets_a_results_file(private_submission, dummy_zip, tmp_path, monkeypatch):

@@ -27,6 +27,7 @@ from autograder.student_package import (
     build_student_package,
     forbidden,
     student_files,
+    student_modules,
 )
 
 
@@ -189,5 +190,14 @@ def test_student_files_says_which_file_is_missing(tmp_path):
 def test_cli_builds_the_wheel_into_the_folder_given(tmp_path, capsys):
     assert cli.main(["student-package", "--out", str(tmp_path)]) == 0
     [built] = tmp_path.glob("*.whl")
-    assert f"student package: {built}" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert f"student package: {built}" in printed
     assert forbidden(zipfile.ZipFile(built).namelist()) == []
+    # a newcomer's walkthrough: the summary left out channel and figures, which the wheel holds, and its pip
+    # line pulled PyPI's 6 GB CUDA torch
+    packaged = {name.removesuffix(".py").replace("/", ".").removesuffix(".__init__")
+                for name in zipfile.ZipFile(built).namelist() if name.startswith("autograder/") and name.endswith(".py")}
+    listed = printed.split("  holds ", 1)[1].split(" (", 1)[0].split(", ")
+    assert listed == student_modules() and all(any(p == m or p.startswith(m + ".") for p in packaged) for m in listed), \
+        f"the summary's modules {listed} should be the wheel's: {sorted(packaged)}"
+    assert f"pip install {built.name} --extra-index-url https://download.pytorch.org/whl/cpu" in printed, printed
