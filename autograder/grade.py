@@ -249,12 +249,19 @@ def protect_inputs(submissions: list[Path], out_dir: Path) -> list[str]:
     return changed
 
 
+#: A submission's folder is searched this many levels down for its notebook (Gradescope unpacks an uploaded
+#: zip, which may hold a folder), and at most this many entries of it are looked at.
+FOLDER_LEVELS, MAX_FOLDER_ENTRIES = 3, 1000
+
+
 def _file_to_grade(submission: Path) -> tuple[Path | None, str | None]:
     """The file to grade for ``submission`` and ``None``, or ``None`` and why there is none.
 
     A file is graded as it is (the judge refuses a symbolic link, with a reason). A folder, as Gradescope's
-    "Export Submissions" gives one per student, is graded by the one notebook (``.ipynb``) directly in it, or
-    if it holds none, by the one zip (Otter's export); hidden files and symbolic links in it are not looked at.
+    "Export Submissions" gives one per student, is graded by the one notebook (``.ipynb``) in it or in its
+    folders (:data:`FOLDER_LEVELS` deep, as Gradescope unpacks an uploaded zip), or if it holds none, by the
+    one zip (Otter's export); hidden files and folders (``.ipynb_checkpoints``), ``__MACOSX`` and symbolic
+    links are not looked at.
     """
     if submission.is_symlink() or submission.is_file():
         return submission, None
@@ -262,17 +269,25 @@ def _file_to_grade(submission: Path) -> tuple[Path | None, str | None]:
         return None, f"{submission} does not exist."
     if not submission.is_dir():
         return None, f"{submission} is not a file or a folder."
-    try:
-        files = sorted(p for p in submission.iterdir()
-                       if not p.name.startswith(".") and not p.is_symlink() and p.is_file())
-    except OSError as err:
-        return None, f"{submission} could not be read ({err.strerror or err})."
+    files: list[Path] = []
+    looked = 0
+    for folder, dirs, names in os.walk(submission, onerror=None, followlinks=False):
+        depth = len(Path(folder).relative_to(submission).parts)
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d != "__MACOSX" and depth + 1 < FOLDER_LEVELS
+                         and not os.path.islink(os.path.join(folder, d)))
+        for name in sorted(names):
+            path = Path(folder) / name
+            looked += 1
+            if not name.startswith(".") and not path.is_symlink() and path.is_file():
+                files.append(path)
+        if looked > MAX_FOLDER_ENTRIES:
+            break
     for suffix, what in ((".ipynb", "notebooks"), (".zip", "zips")):
-        found = [p for p in files if p.suffix.lower() == suffix]
+        found = [p for p in files if p.suffix == suffix]
         if len(found) == 1:
             return found[0], None
         if found:
-            names = ", ".join(p.name for p in found)
+            names = ", ".join(str(p.relative_to(submission)) for p in found)
             return None, (f"{submission} is a folder holding {len(found)} {what} ({names}): "
                           "a submission's folder should hold one.")
     return None, f"{submission} is a folder with no notebook (.ipynb) or export zip in it."
@@ -328,7 +343,7 @@ def _run_grading(runner: str, autograder_zip: Path, staged: Path, original_name:
     if threads:
         env.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
     try:
-        proc = subprocess.run(command, cwd=scratch, capture_output=True, text=True, timeout=timeout, env=env)
+        proc = _run_stopping_politely(command, cwd=scratch, timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
         return f"grading took longer than {timeout:.0f} seconds and was stopped."
     (out_dir / "grading.log").write_text(proc.stdout[-200_000:] + "\n" + proc.stderr[-200_000:])
@@ -337,6 +352,34 @@ def _run_grading(runner: str, autograder_zip: Path, staged: Path, original_name:
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
         return f"the autograder exited with code {proc.returncode}: {tail[0]}"
     return None
+
+
+#: Seconds a grading process past its timeout gets, after SIGTERM, to stop its student's processes and remove
+#: its working folders, before SIGKILL.
+STOP_GRACE_SECONDS = 10.0
+
+
+def _run_stopping_politely(command: list[str], cwd: Path, timeout: float, env: dict) -> subprocess.CompletedProcess:
+    """``subprocess.run(command, capture_output=True, text=True, ...)``, but past ``timeout`` (seconds) the
+    process is sent SIGTERM, and SIGKILL only :data:`STOP_GRACE_SECONDS` later (``subprocess.run`` kills at
+    once, and a judge killed so leaves its working folders behind).
+
+    Raises:
+        subprocess.TimeoutExpired: the process ran past ``timeout``.
+    """
+    with subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True) as proc:
+        try:
+            stdout, stderr = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.terminate()
+            try:
+                proc.communicate(timeout=STOP_GRACE_SECONDS)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.communicate()
+            raise
+    return subprocess.CompletedProcess(command, proc.returncode, stdout, stderr)
 
 
 def grade_one(autograder_zip: Path, submission: Path, out_dir: Path, timeout: float | None = None,

@@ -63,10 +63,13 @@ SANDBOX_USER = "nobody"
 SLOT_UID_BASE = 64900
 MAX_SLOTS = 32
 SHARED_CACHE = Path("/var/cache/vision-autograder")
-OTTER_LINE = re.compile(r"^(\s*)(import\s+otter(\.\w+)*(\s+as\s+\w+)?|from\s+otter\b.*|grader\s*=\s*otter\.Notebook\(.*\)"
-                        r"|grader\.(check|check_all|export)\(.*\))\s*;?\s*(#.*)?$")
+OTTER_LINE = re.compile(r"^(\s*+)(import\s++otter(\.\w+)*+(\s++as\s++\w++)?|from\s++otter\b.*|grader\s*+=\s*+otter\.Notebook\(.*\)"
+                        r"|grader\.(check|check_all|export)\(.*\))(?>\s*;)?(?>\s*#.*)?$")
 #: ``import a, otter, b``: an import list that names Otter among other modules.
-IMPORT_LIST = re.compile(r"^(\s*)import\s+([\w.]+(\s+as\s+\w+)?(\s*,\s*[\w.]+(\s+as\s+\w+)?)+)\s*;?\s*(#.*)?$")
+IMPORT_LIST = re.compile(r"^(\s*+)import\s++([\w.]++(\s++as\s++\w++)?(\s*+,\s*+[\w.]++(\s++as\s++\w++)?)++)(?>\s*;)?(?>\s*#.*)?$")
+#: Lines longer than this (characters) are not looked at for Otter calls: none is, and patterns on a long line
+#: can take long (a twenty-sixth hostile review's 100,000 spaces took minutes, before any deadline ran).
+MAX_OTTER_LINE = 1000
 
 
 def without_otter_calls(source: str) -> str:
@@ -76,9 +79,13 @@ def without_otter_calls(source: str) -> str:
     not keep such a line (a twenty-fifth hostile review: ``grader.check("q1_1");`` stayed, and its
     ``NameError`` lost the rest of its cell)."""
     lines = []
-    for line in source.splitlines():
-        match = OTTER_LINE.match(line)
-        listed = IMPORT_LIST.match(line) if match is None else None
+    for line in source.split("\n"):  # as Python splits a cell (str.splitlines also splits at U+2028 and others)
+        stripped = line.rstrip()
+        if len(stripped) > MAX_OTTER_LINE:
+            lines.append(line)
+            continue
+        match = OTTER_LINE.match(stripped)
+        listed = IMPORT_LIST.match(stripped) if match is None else None
         if match is not None:
             line = f"{match.group(1)}pass"
         elif listed is not None:
@@ -629,20 +636,21 @@ def _remove_dev_shm_entries(uid: int, kept: SharedMemoryKept | None = None) -> N
     try:
         for parent, name, info, _ in _walk_shared_memory(top, uid, kept, owned_only=True, bounded=False):
             if stat.S_ISDIR(info.st_mode):
-                _remove_folder(parent, name)
+                _remove_folder(parent, name, SHARED_MEMORY_FOLDER)
             else:
                 _quietly(os.unlink, name, dir_fd=parent)
     finally:
         os.close(top)
 
 
-def _remove_folder(parent: int, name: str) -> None:
-    """Remove the folder ``name`` in the folder open as ``parent`` (in ``/dev/shm``), with all it holds, however
-    deep, without recursion and with three folders open at a time: each folder met is first moved into a
-    staging folder only root may write to, so none is ever more than one level below another open one."""
+def _remove_folder(parent: int, name: str, beside: str) -> None:
+    """Remove the folder ``name`` in the folder open as ``parent``, with all it holds, however deep, without
+    recursion and with three folders open at a time: each folder met is first moved into a staging folder
+    made in ``beside`` (on the same file system), which only root may write to, so none is ever more than one
+    level below another open one. (``shutil.rmtree`` recurses: a chain of 1,000 folders stops it.)"""
     moved = 0
     try:
-        staging = tempfile.mkdtemp(prefix=".vision-autograder-removing-", dir=SHARED_MEMORY_FOLDER)
+        staging = tempfile.mkdtemp(prefix=".vision-autograder-removing-", dir=beside)
         staging_fd = os.open(staging, os.O_RDONLY | os.O_DIRECTORY)
     except OSError:
         return
@@ -676,6 +684,80 @@ def _remove_folder(parent: int, name: str) -> None:
     finally:
         os.close(staging_fd)
         _quietly(os.rmdir, staging)
+
+
+def remove_tree(path: Path) -> None:
+    """Remove ``path`` (a folder, with all it holds, however deep: :func:`_remove_folder`; or a file); nothing
+    if it is gone. A symbolic link is removed, not followed."""
+    path = Path(path)
+    try:
+        info = path.lstat()
+    except OSError:
+        return
+    if not stat.S_ISDIR(info.st_mode):
+        _quietly(os.unlink, path)
+        return
+    try:
+        parent = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return
+    try:
+        _remove_folder(parent, path.name, str(path.parent))
+    finally:
+        os.close(parent)
+
+
+#: Where each grading's working folders (the judge's private copy of the autograder, the student's folder) are
+#: made, in the temporary folder, when grading runs as root: root's, mode 0711, which no other user may list.
+#: A grading killed from outside (``grade``'s timeout, the out-of-memory killer) removes neither folder; a
+#: twenty-sixth hostile review found such a student folder in ``/tmp``, owned by ``nobody``, and ran the
+#: notebook in it as its own (31/31 for a blank notebook). Here a later student cannot find it, and the next
+#: grading removes it (:func:`_remove_abandoned`).
+WORK_FOLDER_NAME = "vision-autograder-work"
+#: A working folder's name: its kind, then the pid of the judge that made it.
+_WORK_NAME = re.compile(r"^(judge|submission)-(\d+)-")
+
+
+def _work_parent() -> tuple[Path, bool]:
+    """The folder to make this grading's working folders in, and whether it is this grading's own (to remove
+    at the end): :data:`WORK_FOLDER_NAME`, or, if another user holds that name, a new one like it; the
+    temporary folder itself when not running as root (student code runs as this user then)."""
+    base = Path(tempfile.gettempdir())
+    if not _is_root():
+        return base, False
+    parent = base / WORK_FOLDER_NAME
+    try:
+        parent.mkdir(mode=0o711, exist_ok=True)
+        info = parent.lstat()
+        if stat.S_ISDIR(info.st_mode) and info.st_uid == 0:
+            if stat.S_IMODE(info.st_mode) != 0o711:
+                os.chmod(parent, 0o711, follow_symlinks=False)
+            _remove_abandoned(parent)
+            return parent, False
+    except OSError:
+        pass
+    own = Path(tempfile.mkdtemp(prefix=f"{WORK_FOLDER_NAME}-"))
+    own.chmod(0o711)
+    return own, True
+
+
+def _remove_abandoned(parent: Path) -> None:
+    """Remove the working folders in ``parent`` whose judge is no longer running."""
+    try:
+        names = [entry.name for entry in os.scandir(parent)]
+    except OSError:
+        return
+    for name in names:
+        match = _WORK_NAME.match(name)
+        if match is None:
+            continue
+        try:
+            os.kill(int(match.group(2)), 0)
+            continue  # its judge runs
+        except ProcessLookupError:
+            remove_tree(parent / name)
+        except (PermissionError, OverflowError, ValueError):
+            continue
 
 
 def _quietly(call: Callable, *args: Any, **kwargs: Any) -> bool:
@@ -1450,9 +1532,10 @@ def _grade(autograder_zip: Path, submission: Path, limits: Limits, started: floa
     else:
         notes.append("not running as root: student code ran as this user, in its own process")
 
-    private = Path(tempfile.mkdtemp(prefix="judge-"))
+    parent, own_parent = _work_parent()
+    private = Path(tempfile.mkdtemp(prefix=f"judge-{os.getpid()}-", dir=parent))
     private.chmod(0o700)
-    workdir = Path(tempfile.mkdtemp(prefix="submission-"))
+    workdir = Path(tempfile.mkdtemp(prefix=f"submission-{os.getpid()}-", dir=parent))
     session = None
     slot_lock = None
     try:
@@ -1503,8 +1586,10 @@ def _grade(autograder_zip: Path, submission: Path, limits: Limits, started: floa
             session.process.stop()
         if slot_lock is not None:
             os.close(slot_lock)
-        shutil.rmtree(private, ignore_errors=True)
-        shutil.rmtree(workdir, ignore_errors=True)
+        remove_tree(private)
+        remove_tree(workdir)
+        if own_parent:
+            _quietly(os.rmdir, parent)
 
 
 def _restart_notes(restarts: list[str]) -> list[str]:
@@ -1593,6 +1678,10 @@ def summary_line(results: dict) -> str:
     return f"Total Score: {total:g} / {possible:g}"
 
 
+def _exit_on_signal(signum: int, frame: Any) -> None:
+    raise SystemExit(128 + signum)
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m autograder.judge ZIP SUBMISSION RESULTS_JSON [--cell-seconds S] [--call-seconds S]
     [--startup-seconds S] [--deadline S] [--memory-mb M]`` (:class:`Limits`; the defaults when left out)."""
@@ -1614,6 +1703,9 @@ def main(argv: list[str] | None = None) -> int:
                         startup_seconds=args.startup_seconds, deadline=args.deadline, memory_mb=args.memory_mb)
     except ValueError as err:
         parser.error(str(err))
+    # stopped from outside (grade's timeout asks first), the judge still stops the student's processes and
+    # removes its working folders (the finally clauses run), though it writes no results then
+    signal.signal(signal.SIGTERM, _exit_on_signal)
     results = grade_submission(args.autograder_zip, args.submission, args.results, limits)
     print(f"{args.submission.name}: {summary_line(results)}")
     return 0

@@ -520,7 +520,13 @@ def test_a_deep_chain_in_dev_shm_stops_its_cell_and_leaves_nothing(sandbox):
     ("    grader.check_all()", "    pass"),
     ("import otterly", "import otterly"),
     ('result = grader.check("q1_1")', 'result = grader.check("q1_1")'),
-])
+    # a twenty-sixth review: splitlines split this string in two (a SyntaxError lost the cell)
+    ('label = "T-shirt\u2028top"  # from the lesson\u2029page', 'label = "T-shirt\u2028top"  # from the lesson\u2029page'),
+    # and 100,000 spaces took the patterns minutes (each split of the run between two \s* tried)
+    ("import os, sys" + " " * 100_000 + "; x = 1", "import os, sys" + " " * 100_000 + "; x = 1"),
+    ("import os, otter" + " " * 900 + "; x = 1", "import os, otter" + " " * 900 + "; x = 1"),
+    ("import os, otter" + " " * 900, "import os"),
+], ids=lambda value: " ".join(value.split())[:40])
 def test_otter_calls_are_taken_out_line_by_line(line, expected):
     """A twenty-fifth hostile review: ``grader.check("q1_1");`` (a trailing semicolon) stayed in the cell and
     its ``NameError`` lost the lines after it; ``import otter, torch`` was taken out whole, so ``torch`` was

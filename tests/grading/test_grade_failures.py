@@ -17,6 +17,8 @@ import shutil
 import stat
 import subprocess
 import tempfile
+import sys
+import time
 import zipfile
 from pathlib import Path
 
@@ -450,7 +452,7 @@ def private_submission(tmp_path) -> Path:
 
 
 class FakeRun:
-    """Stands in for ``subprocess.run`` of the grading process: records what it got, writes ``results``."""
+    """Stands in for ``_run_stopping_politely`` (the grading process): records what it got, writes ``results``."""
 
     def __init__(self, results: dict):
         self.results, self.calls = results, []
@@ -473,7 +475,7 @@ class FakeRun:
 
 def test_grade_one_grades_a_private_copy_and_passes_the_limits(private_submission, dummy_zip, tmp_path, monkeypatch):
     fake = FakeRun(OTTER_RESULTS)
-    monkeypatch.setattr(grade_module.subprocess, "run", fake)
+    monkeypatch.setattr(grade_module, "_run_stopping_politely", fake)
     out = tmp_path / "graded" / PRIVATE_NAME
     result = grade_one(dummy_zip, private_submission, out, limits={"cell_seconds": 2, "deadline": 100, "memory_mb": 1500})
     (call,) = fake.calls
@@ -495,7 +497,7 @@ def test_grade_one_grades_a_private_copy_and_passes_the_limits(private_submissio
 
 def test_grade_one_without_limits_passes_no_options(private_submission, dummy_zip, tmp_path, monkeypatch):
     fake = FakeRun(OTTER_RESULTS)
-    monkeypatch.setattr(grade_module.subprocess, "run", fake)
+    monkeypatch.setattr(grade_module, "_run_stopping_politely", fake)
     grade_one(dummy_zip, private_submission, tmp_path / "out")
     (call,) = fake.calls
     actual = (call["command"][2], len(call["command"]), call["timeout"])
@@ -505,7 +507,7 @@ def test_grade_one_without_limits_passes_no_options(private_submission, dummy_zi
 
 def test_grade_one_otter_runner_grades_the_private_copy_too(private_submission, dummy_zip, tmp_path, monkeypatch):
     fake = FakeRun(OTTER_RESULTS)
-    monkeypatch.setattr(grade_module.subprocess, "run", fake)
+    monkeypatch.setattr(grade_module, "_run_stopping_politely", fake)
     out = tmp_path / "out"
     grade_one(dummy_zip, private_submission, out, runner="otter", timeout=300)
     (call,) = fake.calls
@@ -517,7 +519,7 @@ def test_grade_one_otter_runner_grades_the_private_copy_too(private_submission, 
 
 def test_a_failure_reason_names_the_original_file_not_the_copy(private_submission, dummy_zip, tmp_path, monkeypatch):
     fake = FakeRun(failure_results("staged-submission.ipynb is empty."))
-    monkeypatch.setattr(grade_module.subprocess, "run", fake)
+    monkeypatch.setattr(grade_module, "_run_stopping_politely", fake)
     result = grade_one(dummy_zip, private_submission, tmp_path / "out")
     expected = f"This submission could not be graded: {PRIVATE_NAME}.ipynb is empty."
     assert result.error == expected, f"expected {expected!r}, got {result.error!r}"
@@ -529,16 +531,20 @@ def test_a_failure_reason_names_the_original_file_not_the_copy(private_submissio
     (["where_mlps_fail.ipynb", "notes.txt", ".hidden.ipynb"], "where_mlps_fail.ipynb"),
     (["where_mlps_fail.zip"], "where_mlps_fail.zip"),
     (["draft.zip", "where_mlps_fail.ipynb"], "where_mlps_fail.ipynb"),
-], ids=["notebook", "notebook_among_other_files", "export_zip", "notebook_before_zip"])
+    # a twenty-sixth review: Gradescope unpacks an uploaded zip, which may hold a folder
+    (["lab3/where_mlps_fail.ipynb", "lab3/.ipynb_checkpoints/where_mlps_fail-checkpoint.ipynb",
+      "__MACOSX/lab3/._where_mlps_fail.ipynb"], "lab3/where_mlps_fail.ipynb"),
+], ids=["notebook", "notebook_among_other_files", "export_zip", "notebook_before_zip", "notebook_in_a_folder"])
 def test_a_folder_per_student_is_graded_by_its_notebook(files, graded, dummy_zip, tmp_path, monkeypatch):
     """A newcomer's walkthrough: Gradescope's "Export Submissions" gives one folder per student, as the README
     says, but ``grade`` refused a folder ("does not exist or is not a file")."""
     folder = tmp_path / "export" / "submission_1234"
     folder.mkdir(parents=True)
     for name in files:
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
         (folder / name).write_text(f"content of {name}")
     fake = FakeRun(OTTER_RESULTS)
-    monkeypatch.setattr(grade_module.subprocess, "run", fake)
+    monkeypatch.setattr(grade_module, "_run_stopping_politely", fake)
     result = grade_one(dummy_zip, folder, tmp_path / "out")
     (call,) = fake.calls
     assert call["staged_text"] == f"content of {graded}", f"{graded} should be graded: {call['staged_text']!r}"
@@ -556,7 +562,7 @@ def test_a_folder_without_one_notebook_gets_a_reason(files, reason, dummy_zip, t
     for name in files:
         (folder / name).write_text("{}")
     fake = FakeRun(OTTER_RESULTS)
-    monkeypatch.setattr(grade_module.subprocess, "run", fake)
+    monkeypatch.setattr(grade_module, "_run_stopping_politely", fake)
     result = grade_one(dummy_zip, folder, tmp_path / "out")
     assert fake.calls == [], "nothing should be graded"
     assert result.error == f"{folder} {reason}", result.error
@@ -580,7 +586,7 @@ def test_a_symbolic_link_is_staged_as_a_link(tmp_path, dummy_zip, monkeypatch):
     link = tmp_path / "hw.ipynb"
     link.symlink_to(target)
     fake = FakeRun(failure_results("staged-submission.ipynb is a symbolic link, not a file"))
-    monkeypatch.setattr(grade_module.subprocess, "run", fake)
+    monkeypatch.setattr(grade_module, "_run_stopping_politely", fake)
     grade_one(dummy_zip, link, tmp_path / "out")
     (call,) = fake.calls
     assert call["staged_is_link"], "a symbolic link must reach the judge as a link, which it refuses, not as its target"
@@ -728,3 +734,120 @@ def test_a_zip_that_unpacks_to_more_than_the_grader_reads_is_refused_unread(tmp_
         load_submission(bomb)
     actual = load_submission(honest)
     assert [c.source for c in actual.cells] == ["x = 1"], "a zip of an ordinary notebook is read"
+
+
+def test_a_grading_past_its_timeout_is_asked_to_stop_before_it_is_killed(tmp_path, monkeypatch):
+    """A twenty-sixth hostile review: ``grade``'s timeout killed the judge at once (``subprocess.run``), so it
+    left its working folders, with the submission in them, behind. It now gets SIGTERM and a grace period."""
+    marker = tmp_path / "asked"
+    polite = ("import pathlib, signal, sys, time\n"
+              f"signal.signal(signal.SIGTERM, lambda *a: (pathlib.Path({str(marker)!r}).write_text('yes'), "
+              "sys.exit(143)))\n"
+              "print('started', flush=True)\n"
+              "time.sleep(60)\n")
+    with pytest.raises(subprocess.TimeoutExpired):
+        grade_module._run_stopping_politely([sys.executable, "-c", polite], cwd=tmp_path, timeout=3,
+                                            env=dict(os.environ))
+    assert marker.read_text() == "yes", "the grading process should have been sent SIGTERM first"
+    monkeypatch.setattr(grade_module, "STOP_GRACE_SECONDS", 1.0)
+    stubborn = "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\ntime.sleep(60)\n"
+    started = time.monotonic()
+    with pytest.raises(subprocess.TimeoutExpired):
+        grade_module._run_stopping_politely([sys.executable, "-c", stubborn], cwd=tmp_path, timeout=2,
+                                            env=dict(os.environ))
+    assert time.monotonic() - started < 30, "one that ignores SIGTERM should be killed after the grace period"
+    done = grade_module._run_stopping_politely([sys.executable, "-c", "print('out'); import sys; "
+                                                "print('err', file=sys.stderr)"], cwd=tmp_path, timeout=30,
+                                               env=dict(os.environ))
+    assert (done.returncode, done.stdout, done.stderr) == (0, "out\n", "err\n")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="working folders are kept apart only when grading runs as root")
+def test_working_folders_are_made_where_no_student_lists_them_and_abandoned_ones_removed(monkeypatch, tmp_path):
+    """A twenty-sixth hostile review: a judge killed from outside left its student folder in ``/tmp``, owned by
+    ``nobody``, and a later student run as ``nobody`` found it and ran the notebook in it as its own (31/31
+    for a blank notebook). Working folders are made in a folder only root may list (mode 0711), and a
+    folder whose judge has ended is removed by the next grading, however deep it is."""
+    from autograder import judge
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    parent, own = judge._work_parent()
+    info = parent.lstat()
+    assert (parent, own, info.st_uid, stat.S_IMODE(info.st_mode)) == \
+        (tmp_path / judge.WORK_FOLDER_NAME, False, 0, 0o711)
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True, check=True)
+    abandoned = parent / f"submission-{int(dead.stdout)}-abc"
+    deep = abandoned
+    for _ in range(40):
+        deep = deep / "d"
+    deep.mkdir(parents=True)
+    (deep / "where_mlps_fail.ipynb").write_text("{}")
+    running = parent / f"submission-{os.getpid()}-xyz"
+    running.mkdir()
+    judge._remove_abandoned(parent)
+    assert sorted(p.name for p in parent.iterdir()) == [running.name], \
+        "the folder of an ended judge should be removed, a running judge's kept"
+    # another user's folder of that name is not trusted: the grading makes one of its own, removed afterwards
+    running.rmdir()
+    os.chown(parent, 65534, 65534)
+    other, own = judge._work_parent()
+    assert own and other != parent and other.lstat().st_uid == 0 and stat.S_IMODE(other.lstat().st_mode) == 0o711
+    other.rmdir()
+
+
+def test_remove_tree_removes_a_chain_too_deep_for_shutil(tmp_path):
+    """``shutil.rmtree`` recurses, and a student's chain of 1,500 folders in its working folder stopped it
+    (``RecursionError``) after the results were decided."""
+    from autograder import judge
+
+    top = tmp_path / "submission"
+    top.mkdir()
+    fd = os.open(top, os.O_RDONLY | os.O_DIRECTORY)
+    for _ in range(1500):
+        os.mkdir("d", dir_fd=fd)
+        child = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+        os.close(fd)
+        fd = child
+    os.close(fd)
+    (top / "link").symlink_to(tmp_path)  # a link is removed, not followed
+    (tmp_path / "kept").write_text("kept")
+    judge.remove_tree(top)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kept"]
+
+
+@pytest.mark.grading
+def test_a_judge_stopped_from_outside_leaves_no_student_process_or_working_folder(built_where_mlps_fail, tmp_path):
+    """A twenty-sixth hostile review: a judge killed at ``grade``'s timeout left the student's working folder,
+    with its notebook, for the next student to read. Sent SIGTERM (as ``grade`` now does first), the judge
+    stops the student's processes and removes its working folders."""
+    import nbformat
+
+    from autograder import judge
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("import time\nfor _ in range(600):\n    time.sleep(0.1)")]
+    submission = tmp_path / "where_mlps_fail.ipynb"
+    nbformat.write(nb, submission)
+    proc = subprocess.Popen([sys.executable, "-m", "autograder.judge", str(built_where_mlps_fail.autograder_zip),
+                             str(submission), str(tmp_path / "results.json")],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    parent = Path(tempfile.gettempdir()) / judge.WORK_FOLDER_NAME if os.geteuid() == 0 else Path(tempfile.gettempdir())
+    try:
+        deadline = time.monotonic() + 120
+        students: list[int] = []
+        while time.monotonic() < deadline and not students:  # until the student process runs the cell
+            time.sleep(0.5)
+            students = [pid for pid, (ppid, _, _) in judge._process_table().items() if ppid == proc.pid]
+        folders = sorted(parent.glob(f"submission-{proc.pid}-*"))
+        assert students and folders, f"the judge should have started a student process in a working folder: {folders}"
+        time.sleep(3)
+        proc.terminate()
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    left = [pid for pid in students if os.path.exists(f"/proc/{pid}") and judge._has_live_threads(pid)]
+    assert left == [], f"the student's processes should be stopped with the judge: {left}"
+    assert [f for f in folders if f.exists()] == [] and not list(parent.glob(f"judge-{proc.pid}-*")), \
+        "the judge's working folders should be removed when it is stopped from outside"
