@@ -733,6 +733,7 @@ def _work_parent() -> tuple[Path, bool]:
             if stat.S_IMODE(info.st_mode) != 0o711:
                 os.chmod(parent, 0o711, follow_symlinks=False)
             _remove_abandoned(parent)
+            _remove_abandoned_in_the_open(base)
             return parent, False
     except OSError:
         pass
@@ -758,6 +759,40 @@ def _remove_abandoned(parent: Path) -> None:
             remove_tree(parent / name)
         except (PermissionError, OverflowError, ValueError):
             continue
+
+
+#: A working folder as earlier versions made it, in the temporary folder itself, where every user may list it.
+_OPEN_WORK_NAME = re.compile(r"^(judge|submission)-[a-z0-9_]{8}$")
+#: Seconds after its last change that such a folder is taken as abandoned: longer than any grading runs.
+ABANDONED_AFTER_SECONDS = 3600.0
+
+
+def _remove_abandoned_in_the_open(base: Path) -> None:
+    """Remove the working folders earlier versions left in the temporary folder ``base`` when their judge was
+    killed (a student run as the same user could read the notebook in one): the judge's (root's) and the
+    student's (``nobody``'s or a slot's), unchanged for :data:`ABANDONED_AFTER_SECONDS`."""
+    sandbox = set()
+    try:
+        sandbox.add(pwd.getpwnam(SANDBOX_USER).pw_uid)
+    except KeyError:
+        pass
+    now = time.time()
+    try:
+        entries = list(os.scandir(base))
+    except OSError:
+        return
+    for entry in entries:
+        match = _OPEN_WORK_NAME.match(entry.name)
+        if match is None:
+            continue
+        try:
+            info = entry.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        owner_fits = info.st_uid == 0 if match.group(1) == "judge" else \
+            (info.st_uid in sandbox or SLOT_UID_BASE < info.st_uid < SLOT_UID_BASE + MAX_SLOTS)
+        if stat.S_ISDIR(info.st_mode) and owner_fits and now - info.st_mtime > ABANDONED_AFTER_SECONDS:
+            remove_tree(base / entry.name)
 
 
 def _quietly(call: Callable, *args: Any, **kwargs: Any) -> bool:

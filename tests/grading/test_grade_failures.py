@@ -788,6 +788,19 @@ def test_working_folders_are_made_where_no_student_lists_them_and_abandoned_ones
     judge._remove_abandoned(parent)
     assert sorted(p.name for p in parent.iterdir()) == [running.name], \
         "the folder of an ended judge should be removed, a running judge's kept"
+    # earlier versions' folders in the open temporary folder, unchanged for an hour: removed if they are the
+    # judge's or the sandbox user's, kept otherwise
+    old = time.time() - judge.ABANDONED_AFTER_SECONDS - 60
+    legacy = {"submission-abcd1234": (65534, old), "judge-abcd1234": (0, old), "submission-recent12": (65534, None),
+              "submission-other123": (1000, old), "submission-efgh5678": (judge.SLOT_UID_BASE + 1, old)}
+    for name, (owner, changed) in legacy.items():
+        (tmp_path / name / "d").mkdir(parents=True)
+        os.chown(tmp_path / name, owner, owner)
+        if changed is not None:
+            os.utime(tmp_path / name, (changed, changed))
+    judge._work_parent()
+    assert sorted(name for name in legacy if (tmp_path / name).exists()) == ["submission-other123",
+                                                                             "submission-recent12"]
     # another user's folder of that name is not trusted: the grading makes one of its own, removed afterwards
     running.rmdir()
     os.chown(parent, 65534, 65534)
