@@ -937,6 +937,29 @@ def _quiver_key_in_screen_pixels(ax, shown, row):
     key.quiverkey(arrows, -15.0 / 4, 0.5, 2000, "", coordinates="figure", color="white", labelpos="W")
 
 
+def _quiver_key_shown_at_another_dpi(ax, shown, row):
+    """Review twenty-six: a white quiver key sized in screen pixels whose 4,000-pixel arrow head falls off the
+    canvas at the figure's own dpi (and the grader's, the same here) and lands between the template rows at 1.5
+    or 2 times it (a savefig at 150 dpi, Jupyter's retina display). Neither the arrow nor the key's label is
+    anyone's child: the placement check did not see them, and the cells were compared at those dpi only."""
+    fig = ax.figure
+    if ax is not fig.axes[15]:
+        return
+    fig.set_size_inches(6, 6)
+    fig.set_dpi(100)
+    axes = fig.axes
+    inset = axes[7].inset_axes([1.05, 0.5, 0.02, 0.02])
+    inset.axis("off")
+    arrows = inset.quiver([0], [0], [1], [0], units="dots", scale_units="dots", scale=1, width=1, headwidth=4000,
+                          headlength=1500, headaxislength=1500)
+    arrows.set_visible(False)
+    fig.canvas.draw()
+    gap = (axes[4].get_window_extent().y0 + axes[8].get_window_extent().y1) / 2  # between rows 1 and 2
+    reach = 100 * 1.1 * fig.get_figwidth() + 20
+    inset.quiverkey(arrows, 1.1, gap / fig.bbox.height, reach + 1500, "", angle=180, labelpos="W",
+                    coordinates="figure", color="white")
+
+
 def _offset_box_frame_in_inches(ax, shown, row):
     """Review twenty-five: the white frame of an empty anchored offset box, 12 inches wide, placed in inches
     from the canvas's corner (``fig.dpi_scale_trans``) where the centre of the figure comes to be on a canvas
@@ -1251,6 +1274,8 @@ TEMPLATE_FIGURES = {
                                  None),
     "quiver_key_in_screen_pixels": ({"after": _quiver_key_in_screen_pixels}, NOT_SHOWN),
     "offset_box_frame_in_inches": ({"after": _offset_box_frame_in_inches}, NOT_SHOWN),
+    "quiver_key_shown_at_another_dpi": ({"after": _quiver_key_shown_at_another_dpi},
+                                        NOT_SHOWN + " at another size or cropped"),
     "wrapped_text_in_an_inset": ({"after": _wrapped_text_in_an_inset},
                                  "the figure holding `fig_templates`' image 0 has text that wraps (wrap=True)"),
     "too_small_to_see": ({"after": _too_small_to_see}, "`fig_templates`' image 0 is shown 9 by 9 screen pixels at "
