@@ -118,10 +118,9 @@ GRADED_FOLDER = "graded"
 
 def _clear_build(out: Path) -> None:
     """Remove what an earlier build left in ``out``, all but :data:`GRADED_FOLDER`."""
-    if not out.is_dir() or out.is_symlink():
-        shutil.rmtree(out, ignore_errors=True)
-        if out.is_symlink() or out.is_file():
-            out.unlink()
+    if out.is_symlink() or out.is_file():
+        out.unlink()
+    if not out.is_dir():
         return
     for child in out.iterdir():
         if child.name == GRADED_FOLDER:

@@ -629,18 +629,11 @@ def _remove_shared_memory_files(uid: int, kept: SharedMemoryKept | None = None) 
 def _remove_dev_shm_entries(uid: int, kept: SharedMemoryKept | None = None) -> None:
     """Remove the files and folders ``uid`` owns in ``/dev/shm`` or in folders anyone may write to (or ``uid``
     owns and ``kept`` holds) below it, each folder with all it holds, but for what ``kept`` holds."""
-    try:
-        top = os.open(SHARED_MEMORY_FOLDER, os.O_RDONLY | os.O_DIRECTORY)
-    except OSError:
-        return
-    try:
-        for parent, name, info, _ in _walk_shared_memory(top, uid, kept, owned_only=True, bounded=False):
-            if stat.S_ISDIR(info.st_mode):
-                _remove_folder(parent, name, SHARED_MEMORY_FOLDER)
-            else:
-                _quietly(os.unlink, name, dir_fd=parent)
-    finally:
-        os.close(top)
+    for parent, name, info, _ in _walk_shared_memory(uid, kept, owned_only=True, bounded=False):
+        if stat.S_ISDIR(info.st_mode):
+            _remove_folder(parent, name, SHARED_MEMORY_FOLDER)
+        else:
+            _quietly(os.unlink, name, dir_fd=parent)
 
 
 def _remove_folder(parent: int, name: str, beside: str) -> None:
@@ -825,18 +818,8 @@ class SharedMemoryKept:
 
     @classmethod
     def now(cls, uid: int) -> "SharedMemoryKept":
-        files = {}
-        try:
-            top = os.open(SHARED_MEMORY_FOLDER, os.O_RDONLY | os.O_DIRECTORY)
-        except OSError:
-            top = None
-        if top is not None:
-            try:
-                for _, _, info, _ in _walk_shared_memory(top, uid, bounded=False):
-                    if info.st_uid == uid:
-                        files[(info.st_dev, info.st_ino)] = info.st_blocks // 2
-            finally:
-                os.close(top)
+        files = {(info.st_dev, info.st_ino): info.st_blocks // 2
+                 for _, _, info, _ in _walk_shared_memory(uid, bounded=False) if info.st_uid == uid}
         return cls(files, frozenset(shmid for shmid, _ in _system_v_segments(uid)))
 
 
@@ -844,9 +827,10 @@ class SharedMemoryTooLarge(Exception):
     """The sandbox user keeps more files or deeper folders in ``/dev/shm`` than the judge looks through."""
 
 
-def _walk_shared_memory(top: int, uid: int, kept: SharedMemoryKept | None = None, owned_only: bool = False,
+def _walk_shared_memory(uid: int, kept: SharedMemoryKept | None = None, owned_only: bool = False,
                         bounded: bool = True):
-    """Yield ``(folder fd, name, lstat, depth)`` for the entries below the folder open as ``top`` (``/dev/shm``)
+    """Yield ``(folder fd, name, lstat, depth)`` for the entries below :data:`SHARED_MEMORY_FOLDER` (none if
+    it cannot be opened)
     that ``uid`` may have made (``owned_only``: those it owns and ``kept`` does not hold), depth first, without
     recursion, never following a link, looking into a folder only if ``uid`` owns it or anyone may write to it
     (``uid``'s new folders are yielded, not entered, when ``owned_only``: the caller removes them whole).
@@ -872,6 +856,10 @@ def _walk_shared_memory(top: int, uid: int, kept: SharedMemoryKept | None = None
             pass
         return out
 
+    try:
+        top = os.open(SHARED_MEMORY_FOLDER, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return
     stack.append((top, read(top), 0))
     try:
         while stack:
@@ -906,6 +894,7 @@ def _walk_shared_memory(top: int, uid: int, kept: SharedMemoryKept | None = None
         for fd, _, _ in stack:
             if fd != top:
                 os.close(fd)
+        os.close(top)
 
 
 def _dev_shm_files(uid: int, kept: SharedMemoryKept | None = None) -> list[tuple[str, os.stat_result]]:
@@ -914,15 +903,8 @@ def _dev_shm_files(uid: int, kept: SharedMemoryKept | None = None) -> list[tuple
     Raises :class:`SharedMemoryTooLarge` if ``uid`` keeps more than :data:`MAX_SHARED_ENTRIES` files and
     folders there that ``kept`` does not hold, or such folders :data:`MAX_SHARED_DEPTH` deep.
     """
-    try:
-        top = os.open(SHARED_MEMORY_FOLDER, os.O_RDONLY | os.O_DIRECTORY)
-    except OSError:
-        return []
-    try:
-        return [(name, info) for _, name, info, _ in _walk_shared_memory(top, uid, kept)
-                if info.st_uid == uid and not stat.S_ISDIR(info.st_mode)]
-    finally:
-        os.close(top)
+    return [(name, info) for _, name, info, _ in _walk_shared_memory(uid, kept)
+            if info.st_uid == uid and not stat.S_ISDIR(info.st_mode)]
 
 
 def _proportional_kb(pid: int, owner: tuple[int, int] | None) -> int | None:
