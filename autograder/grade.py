@@ -48,7 +48,7 @@ JUDGE_MARGIN = 60.0
 #: The least margin accepted when both a timeout and limits are given: a
 #: judge stopped from outside before its deadline loses everything graded.
 MIN_JUDGE_MARGIN = 10.0
-#: The private copy of a submission is named this plus the original suffix.
+#: The private copy of a submission is named this plus the original suffix, in lower case.
 STAGED_STEM = "staged-submission"
 
 
@@ -283,7 +283,7 @@ def _file_to_grade(submission: Path) -> tuple[Path | None, str | None]:
         if looked > MAX_FOLDER_ENTRIES:
             break
     for suffix, what in ((".ipynb", "notebooks"), (".zip", "zips")):
-        found = [p for p in files if p.suffix == suffix]
+        found = [p for p in files if p.suffix.lower() == suffix]  # Windows may save "Lab.IPYNB"
         if len(found) == 1:
             return found[0], None
         if found:
@@ -305,7 +305,7 @@ def stage_submission(submission: Path, folder: Path) -> Path:
     folder = Path(folder)
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     folder.chmod(0o700)
-    staged = folder / f"{STAGED_STEM}{Path(submission).suffix}"
+    staged = folder / f"{STAGED_STEM}{Path(submission).suffix.lower()}"
     shutil.copyfile(submission, staged, follow_symlinks=False)
     if not staged.is_symlink():
         staged.chmod(0o600)

@@ -169,11 +169,12 @@ def load_submission(path: Path, expected_name: str | None = None):
         raise SubmissionError(f"{path.name} is not a file.")
     if path.stat().st_size == 0:
         raise SubmissionError(f"{path.name} is empty.")
-    if path.suffix == ".zip":
+    suffix = path.suffix.lower()  # a suffix's case does not matter (Windows may save "Lab.IPYNB")
+    if suffix == ".zip":
         try:
             with zipfile.ZipFile(path) as archive:
                 notebooks = [n for n in archive.namelist()
-                             if n.endswith(".ipynb") and "/." not in "/" + n and "__MACOSX" not in n]
+                             if n.lower().endswith(".ipynb") and "/." not in "/" + n and "__MACOSX" not in n]
                 if len(notebooks) != 1:
                     raise SubmissionError(f"the zip holds {len(notebooks)} notebooks ({', '.join(notebooks) or 'none'}); "
                                           "submit the zip grader.export() writes, with exactly one notebook.")
@@ -182,7 +183,7 @@ def load_submission(path: Path, expected_name: str | None = None):
                     text = member.read(MAX_NOTEBOOK_BYTES + 1).decode("utf-8", errors="replace")
         except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, EOFError, zlib.error):
             raise SubmissionError(f"{path.name} is not a valid zip file (or one this grader cannot read).") from None
-    elif path.suffix == ".ipynb":
+    elif suffix == ".ipynb":
         _expect_readable_size(path.name, path.stat().st_size)
         text = path.read_text(encoding="utf-8", errors="replace")
     else:
@@ -1572,7 +1573,7 @@ def _grade(autograder_zip: Path, submission: Path, limits: Limits, started: floa
         if (private / "files").is_dir():
             shutil.copytree(private / "files", workdir, dirs_exist_ok=True)
             workdir.chmod(0o700)  # copytree copied the mode of files/ (0755): other users could read the workdir
-        if submission.suffix == ".ipynb":
+        if submission.suffix.lower() == ".ipynb":
             shutil.copyfile(submission, workdir / submission.name)
         if user is not None:
             for folder, dirs, files in os.walk(workdir):
@@ -1648,8 +1649,8 @@ def find_gradescope_submission(folder: Path) -> Path:
         SubmissionError: no notebook, or several, with the names found.
     """
     files = sorted(p for p in Path(folder).rglob("*") if p.is_file() and "__MACOSX" not in p.parts)
-    notebooks = [p for p in files if p.suffix == ".ipynb" and ".ipynb_checkpoints" not in p.parts]
-    zips = [p for p in files if p.suffix == ".zip"]
+    notebooks = [p for p in files if p.suffix.lower() == ".ipynb" and ".ipynb_checkpoints" not in p.parts]
+    zips = [p for p in files if p.suffix.lower() == ".zip"]
     if len(notebooks) == 1:
         return notebooks[0]
     if len(notebooks) > 1:

@@ -534,7 +534,10 @@ def test_a_failure_reason_names_the_original_file_not_the_copy(private_submissio
     # a twenty-sixth review: Gradescope unpacks an uploaded zip, which may hold a folder
     (["lab3/where_mlps_fail.ipynb", "lab3/.ipynb_checkpoints/where_mlps_fail-checkpoint.ipynb",
       "__MACOSX/lab3/._where_mlps_fail.ipynb"], "lab3/where_mlps_fail.ipynb"),
-], ids=["notebook", "notebook_among_other_files", "export_zip", "notebook_before_zip", "notebook_in_a_folder"])
+    # a suffix's case does not matter: Windows may save "Lab.IPYNB"
+    (["Lab.IPYNB", "notes.txt"], "Lab.IPYNB"),
+], ids=["notebook", "notebook_among_other_files", "export_zip", "notebook_before_zip", "notebook_in_a_folder",
+        "notebook_with_an_upper_case_suffix"])
 def test_a_folder_per_student_is_graded_by_its_notebook(files, graded, dummy_zip, tmp_path, monkeypatch):
     """A newcomer's walkthrough: Gradescope's "Export Submissions" gives one folder per student, as the README
     says, but ``grade`` refused a folder ("does not exist or is not a file")."""
@@ -548,6 +551,7 @@ def test_a_folder_per_student_is_graded_by_its_notebook(files, graded, dummy_zip
     result = grade_one(dummy_zip, folder, tmp_path / "out")
     (call,) = fake.calls
     assert call["staged_text"] == f"content of {graded}", f"{graded} should be graded: {call['staged_text']!r}"
+    assert call["staged"].suffix == Path(graded).suffix.lower(), f"the judge reads the copy by its suffix: {call['staged']}"
     assert result.error is None and result.submission == folder, result
 
 
@@ -849,10 +853,13 @@ def test_a_judge_stopped_from_outside_leaves_no_student_process_or_working_folde
     try:
         deadline = time.monotonic() + 120
         students: list[int] = []
-        while time.monotonic() < deadline and not students:  # until the student process runs the cell
+        folders: list[Path] = []
+        # until the student process runs the cell: a child seen before the working folder is made is the judge's
+        # probe of the sandbox user (it imports the package, which takes seconds on a loaded machine)
+        while time.monotonic() < deadline and not (students and folders):
             time.sleep(0.5)
+            folders = sorted(parent.glob(f"submission-{proc.pid}-*"))
             students = [pid for pid, (ppid, _, _) in judge._process_table().items() if ppid == proc.pid]
-        folders = sorted(parent.glob(f"submission-{proc.pid}-*"))
         assert students and folders, f"the judge should have started a student process in a working folder: {folders}"
         time.sleep(3)
         proc.terminate()
@@ -864,3 +871,18 @@ def test_a_judge_stopped_from_outside_leaves_no_student_process_or_working_folde
     assert left == [], f"the student's processes should be stopped with the judge: {left}"
     assert [f for f in folders if f.exists()] == [] and not list(parent.glob(f"judge-{proc.pid}-*")), \
         "the judge's working folders should be removed when it is stopped from outside"
+
+
+def test_a_notebook_or_zip_is_read_whatever_the_case_of_its_suffix(tmp_path):
+    """Windows may save ``Lab.IPYNB``; it was refused as "not a notebook" and scored 0."""
+    from autograder.judge import find_gradescope_submission, load_submission
+
+    notebook = tmp_path / "submission" / "Lab.IPYNB"
+    notebook.parent.mkdir()
+    notebook.write_text(_notebook_json())
+    export = tmp_path / "Export.ZIP"
+    with zipfile.ZipFile(export, "w") as archive:
+        archive.writestr("Lab.IPYNB", _notebook_json())
+    actual = [[c.source for c in load_submission(p).cells] for p in (notebook, export)]
+    assert actual == [["x = 1"], ["x = 1"]], f"cells read from the notebook and from the zip: {actual}"
+    assert find_gradescope_submission(notebook.parent) == notebook, "Gradescope's folder is searched whatever the case"
