@@ -93,11 +93,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("names", nargs="*", help="assignments (default: all)")
     p.add_argument("--no-run-tests", action="store_true", help="skip running the tests on the solution")
 
-    p = sub.add_parser("grade", help="grade submissions with an assignment's autograder")
+    p = sub.add_parser("grade", help="grade submissions with an assignment's autograder",
+                       description="Grade submissions with an assignment's autograder. Every submission gets a "
+                                   "results.json and a row in scores.csv; the exit status is 1 when any could not "
+                                   "be graded (its row says why), else 0.")
+    grade_parser = p
     p.add_argument("name", help="assignment, e.g. where_mlps_fail")
-    p.add_argument("submissions", nargs="+", type=Path, help=".ipynb notebooks or Otter export zips")
-    p.add_argument("--out", type=Path, default=None, help="output folder (default build/NAME/graded)")
-    p.add_argument("--jobs", type=int, default=1, help="submissions graded at once (default 1)")
+    p.add_argument("submissions", nargs="+", type=Path,
+                   help=".ipynb notebooks, Otter export zips, or folders holding one of either (Gradescope's "
+                        "\"Export Submissions\" gives a folder per student)")
+    p.add_argument("--out", type=Path, default=None,
+                   help="output folder (default build/NAME/graded); scores.csv is rewritten for this batch, other "
+                        "submissions' folders in it are kept")
+    p.add_argument("--jobs", type=_positive(int, "submissions"), default=1,
+                   help="submissions graded at once (default 1)")
     p.add_argument("--timeout", type=_positive(float, "seconds"), default=None,
                    help="seconds per submission before its grading process is stopped from outside "
                         "(default: the deadline plus 60, 600)")
@@ -108,7 +117,8 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument(option, type=_positive(kind, unit), default=None, help=f"{text}; judge runner only")
 
     p = sub.add_parser("demo", help="build everything and grade the bundled example submissions")
-    p.add_argument("--jobs", type=int, default=2)
+    p.add_argument("--jobs", type=_positive(int, "submissions"), default=2,
+                   help="submissions graded at once (default 2)")
 
     p = sub.add_parser("train", help="retrain an assignment's committed weight files")
     p.add_argument("name", choices=["where_mlps_fail"])
@@ -128,10 +138,10 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 grade_mod.judge_limits(limits, args.timeout, args.runner)
             except ValueError as err:
-                parser.error(str(err))
+                grade_parser.error(str(err))
             unmatched = [str(s) for s in args.submissions if not s.exists() and any(c in str(s) for c in "*?[")]
             if unmatched:  # the shell passes a pattern that matches nothing on as it is: a typo, not a submission
-                parser.error(f"no file matches {', '.join(unmatched)} (the shell passed the pattern on as it was); "
+                grade_parser.error(f"no file matches {', '.join(unmatched)} (the shell passed the pattern on as it was); "
                              "nothing was graded or written")
             build_mod.master_notebook(args.name)
             results = _grade(args.name, args.submissions, args.out, args.jobs, args.timeout, args.runner, limits)

@@ -61,13 +61,41 @@ def _labelled(artist: Any) -> str:
     return label if isinstance(label, str) and label in OVERLAY_KINDS + ("image (figimage)", "subfigure") else "artist"
 
 
+def own_methods(obj: Any, allowed: tuple[str, ...] = ()) -> list[str]:
+    """The names of functions set on ``obj`` itself (not its class), but for ``allowed``: a method replaced
+    on one image, norm or colour map (a colour map or norm held as an attribute is not a method)."""
+    from matplotlib import colors
+
+    try:
+        attributes = vars(obj)
+    except TypeError:
+        return []
+    return sorted(name for name, value in attributes.items() if name not in allowed and callable(value)
+                  and not isinstance(value, (colors.Colormap, colors.Norm)))
+
+
+def plain_norm(norm: Any) -> bool:
+    """Whether ``norm`` is one of matplotlib's own norms (its exact class, no method set on it), but
+    ``FuncNorm``, whose functions are the student's: a twenty-seventh hostile review's norm (a subclass, or a
+    ``FuncNorm``) was linear at the image's own values and at the points :func:`norm_is_linear` tries, and
+    mapped every value between them, which a smoothing draw (``bilinear``) feeds it, to one colour."""
+    from matplotlib import colors
+
+    kind = type(norm)
+    return (kind is getattr(colors, kind.__name__, None) and issubclass(kind, colors.Norm)
+            and kind is not colors.FuncNorm and not own_methods(norm))
+
+
 def norm_is_linear(image: Any) -> bool:
     """Whether ``image``'s norm maps its colour limits' range linearly onto [0, 1] (at 34 points, nine of them
-    evenly spaced and 25 off that grid, within 1e-6): ``Normalize``, and ``CenteredNorm`` or ``TwoSlopeNorm``
-    centred between the limits, are; ``LogNorm``, a ``TwoSlopeNorm`` centred elsewhere, ``BoundaryNorm`` are
-    not. Limits that are not finite and increasing are not. (The colours an image's own values get are checked
-    apart, :func:`cell_colours`.)"""
+    evenly spaced and 25 off that grid, within 1e-6), and is one of matplotlib's own (:func:`plain_norm`):
+    ``Normalize``, and ``CenteredNorm`` or ``TwoSlopeNorm`` centred between the limits, are; ``LogNorm``, a
+    ``TwoSlopeNorm`` centred elsewhere, ``BoundaryNorm``, ``FuncNorm`` are not. Limits that are not finite and
+    increasing are not. (The colours an image's own values get are checked apart, :func:`cell_colours`.)"""
     import numpy as np
+
+    if not plain_norm(image.norm):
+        return False
 
     low, high = (float(c) for c in image.get_clim())
     if not (np.isfinite(low) and np.isfinite(high) and high > low):
@@ -107,10 +135,69 @@ MAX_SPINES = 4
 LAYOUT_ENGINES = ("ConstrainedLayoutEngine", "TightLayoutEngine", "PlaceHolderLayoutEngine")
 
 
+#: A colour map may have at most this many colours...
+MAX_COLOUR_MAP_COLOURS = 65536
+#: ...and its colours may change by at most this much along it: the sum, over each pair of neighbouring
+#: colours, of their largest difference in red, green or blue (0 to 1). Matplotlib's own maps change by at
+#: most 9.3 (``tab20``; ``gray`` 1, ``RdBu_r`` 2.5, ``nipy_spectral`` 6), but for ``prism`` (45) and ``flag``
+#: (67), whose stripes no one reads weights in. A twenty-seventh hostile review's map of a million colours had
+#: ``RdBu_r``'s colours at the image's own values and one grey between them, which a smoothing draw
+#: (``bilinear``) showed: every template flat grey, at full marks. Such a map changes by twice the distance
+#: between its colours and the grey for every value it keeps: 4,634 for 16 templates, 133 for the trousers
+#: (256 grey levels); under this bound a map can keep only a few values that way.
+MAX_COLOUR_MAP_CHANGE = 10.0
+#: Every colour of the map must be this opaque: a twenty-eighth hostile review's map was opaque only at the
+#: image's own values, and a smoothing draw showed the Axes' grey through it.
+MIN_COLOUR_MAP_ALPHA = 0.99
+
+
+def colour_problem(image: Any) -> str | None:
+    """Why the colours ``image`` is drawn in may not be those of its values and of the values between them (a
+    smoothing draw resamples the values before the norm and colour map see them), or ``None``: an image
+    class, colorizer or colour map that is not matplotlib's own, methods set on them, a colour map of more
+    than :data:`MAX_COLOUR_MAP_COLOURS` colours or changing more than :data:`MAX_COLOUR_MAP_CHANGE` along it.
+    (The norm: :func:`plain_norm`.)"""
+    import numpy as np
+    from matplotlib import colors
+    from matplotlib import image as mimage
+
+    if type(image) is not mimage.AxesImage or own_methods(image, allowed=("stale_callback", "_remove_method", "_picker")):
+        return "is drawn by code of its own (an image class of its own, or methods set on the image): draw it " \
+               "with imshow"
+    colorizer = getattr(image, "_colorizer", None)
+    if colorizer is not None:
+        from matplotlib import colorizer as mcolorizer
+
+        if type(colorizer) is not mcolorizer.Colorizer or own_methods(colorizer):
+            return "is coloured by code of its own (a colorizer of its own, or methods set on it): draw it with imshow"
+    cmap = image.get_cmap()
+    if type(cmap) not in (colors.ListedColormap, colors.LinearSegmentedColormap) or own_methods(cmap):
+        return (f"is drawn in a colour map of a class of its own ({type(cmap).__name__}): use one of matplotlib's "
+                "colour maps, or ListedColormap or LinearSegmentedColormap.from_list")
+    if cmap.N > MAX_COLOUR_MAP_COLOURS:
+        return (f"is drawn in a colour map of {cmap.N:,} colours, more than {MAX_COLOUR_MAP_COLOURS:,}: use one of "
+                "matplotlib's colour maps (256 colours)")
+    table = np.asarray(cmap(np.arange(cmap.N)), dtype=np.float64)
+    if not np.all(table[:, 3] >= MIN_COLOUR_MAP_ALPHA):  # a twenty-eighth review: opaque only at its values
+        return ("is drawn in a colour map with see-through colours (alpha below 1): use one of matplotlib's colour "
+                "maps, which are opaque")
+    cache = getattr(image, "_imcache", None)
+    if cache is not None and not np.array_equal(np.asarray(cache), cell_colours(image)):
+        return ("keeps another picture than its values' colours where vector displays (SVG, PDF) draw it from "
+                "(_imcache): draw it with imshow, nothing set by hand")
+    change = float(np.abs(np.diff(table[:, :3], axis=0)).max(axis=1).sum())
+    if not change <= MAX_COLOUR_MAP_CHANGE:
+        return (f"is drawn in a colour map whose colours swing back and forth (they change by {change:.0f} along "
+                f"it, matplotlib's smooth maps by under {MAX_COLOUR_MAP_CHANGE:.0f}), so the values between its "
+                "cells, which a smooth draw shows, come out in other colours: use a smooth colour map such as "
+                "gray or RdBu_r")
+    return None
+
+
 def image_problems(image: Any) -> list[str]:
     """What in how ``image`` is drawn keeps it from showing its values, each as the rest of a sentence about it:
-    the image's own settings first, then what a draw of its figure shows where its cells are
-    (:func:`drawn_mismatch`)."""
+    the image's own settings first (:func:`colour_problem`), then what a draw of its figure shows where its
+    cells are (:func:`drawn_mismatch`)."""
     problems = []
     if image.get_agg_filter() is not None:
         problems.append("is drawn through a filter (set_agg_filter): draw it as imshow does")
@@ -118,6 +205,10 @@ def image_problems(image: Any) -> list[str]:
         problems.append("is animated (set_animated(True)), so a plain draw leaves it out: draw it as imshow does")
     if image.get_filterrad() > 4.0:
         problems.append("is blurred (set_filterrad above imshow's 4): draw it as imshow does")
+    if not problems:
+        colour = colour_problem(image)
+        if colour:
+            problems.append(colour)
     if not problems:
         small = shown_too_small(image)
         if small:
@@ -133,6 +224,13 @@ def image_problems(image: Any) -> list[str]:
         elif share > MAX_DRAWN_MISMATCH:
             problems.append(f"{NOT_SHOWN}: {share:.0%} of its cells come out in other colours (something in the "
                             "figure covers, hides, filters or recolours it): draw it with imshow and nothing over it")
+        else:
+            recoloured = pipeline_mismatch(image)
+            if recoloured > MAX_DRAWN_MISMATCH:
+                problems.append(f"{NOT_SHOWN} as it is shown: {recoloured:.0%} of its pixels come out in other "
+                                f"colours than a plain linear norm and its colour map's own colours give "
+                                f"(interpolation {image.get_interpolation()!r}): draw it with imshow, with vmin "
+                                "and vmax and one of matplotlib's colour maps, nothing set by hand")
     return problems
 
 
@@ -226,6 +324,19 @@ def pixel_placed(image: Any) -> int:
     at the figure's own dpi and beside them at the grader's; review twenty-two under white text in
     ``fig.dpi_scale_trans``, below them in a plain draw and over them in Jupyter's cropped one."""
     return int(_drawn(image).get("moved", 0))
+
+
+def pipeline_mismatch(image: Any) -> float:
+    """The share of ``image``'s pixels that come out in other colours, drawn as it is shown (its own
+    interpolation, at its figure's own dpi and twice it), than with a plain linear norm between its colour
+    limits and a plain colour map of its map's own colours and extremes (:func:`_draw_and_compare`).
+
+    The grader's other draws resample every image ``nearest``, so they feed its norm and colour map only its
+    own values; a smoothing draw (``bilinear``) feeds them the values between. A twenty-eighth hostile review
+    hid code in objects the norm and map hold (a scale's transform, a lookup table of its own array class)
+    that gave the right colours at the image's own values only: every such pipeline shows otherwise here.
+    """
+    return float(_drawn(image).get(("pipeline", id(image)), 0.0))
 
 
 def _drawn(image: Any) -> dict:
@@ -346,6 +457,25 @@ def _draw_and_compare(fig: Any) -> dict:
             canvas.print_figure(io.BytesIO(), format="rgba", dpi=max(own, MIN_FIGURE_DPI), bbox_inches="tight")
         for im in images:
             out[id(im)] = max(out[id(im)], shown.get(id(im), 1.0))
+        canvas.mpl_disconnect(callback)
+        callback = None
+        # the fourth to seventh draws: each image as it is shown (its own interpolation), at the figure's own
+        # dpi and twice it (a retina display), with its own norm and colour map and then with plain ones made
+        # from their limits and colours (pipeline_mismatch); the layout is kept between the two
+        fig._layout_engine = None
+        for im, interpolation in interpolations:
+            im.set_interpolation(interpolation)
+        for scale in (1.0, 2.0):
+            fig.dpi = min(max(own, MIN_FIGURE_DPI) * scale, budget)
+            _quiet_draw(canvas)
+            as_drawn = np.asarray(canvas.buffer_rgba())[..., :3].astype(np.int16).copy()
+            boxes = {id(im): _drawn_box(im, canvas) for im in images}
+            with _plain_pipelines(images):
+                _quiet_draw(canvas)
+                plain = np.asarray(canvas.buffer_rgba())[..., :3].astype(np.int16)
+            for im in images:
+                share = _pixels_differing(as_drawn, plain, boxes[id(im)])
+                out[("pipeline", id(im))] = max(out.get(("pipeline", id(im)), 0.0), share)
     finally:
         if callback is not None:
             canvas.mpl_disconnect(callback)
@@ -356,6 +486,65 @@ def _draw_and_compare(fig: Any) -> dict:
         if canvas is not old_canvas:
             fig.set_canvas(old_canvas)
     return out
+
+
+def _drawn_box(image: Any, canvas: Any) -> tuple[int, int, int, int] | None:
+    """``(top, bottom, left, right)``: the pixels of ``canvas``'s last draw that ``image`` covers within its
+    Axes, rows from the top; ``None`` if none."""
+    import numpy as np
+    from matplotlib.transforms import Bbox
+
+    try:
+        box = Bbox.intersection(image.get_window_extent(canvas.get_renderer()), image.axes.bbox)
+    except Exception:  # noqa: BLE001 - an image with no usable extent shows nothing to compare
+        return None
+    if box is None or not np.all(np.isfinite(box.get_points())):
+        return None
+    width, height = canvas.get_width_height(physical=True)
+    left, right = int(np.clip(np.ceil(box.x0), 0, width)), int(np.clip(np.floor(box.x1), 0, width))
+    top, bottom = int(np.clip(np.ceil(height - box.y1), 0, height)), int(np.clip(np.floor(height - box.y0), 0, height))
+    return (top, bottom, left, right) if right > left and bottom > top else None
+
+
+def _pixels_differing(a: Any, b: Any, box: tuple[int, int, int, int] | None) -> float:
+    """The share of the pixels in ``box`` whose colour differs by more than :data:`DRAWN_COLOUR_TOLERANCE` in
+    some channel between the draws ``a`` and ``b``; 0 for no box (or draws of different sizes: 1)."""
+    import numpy as np
+
+    if box is None:
+        return 0.0
+    if a.shape != b.shape:
+        return 1.0
+    top, bottom, left, right = box
+    difference = np.abs(a[top:bottom, left:right] - b[top:bottom, left:right]).max(axis=-1)
+    return float((difference > DRAWN_COLOUR_TOLERANCE).mean()) if difference.size else 0.0
+
+
+@contextlib.contextmanager
+def _plain_pipelines(images: list[Any]):
+    """Within the block, each image is drawn through a plain ``Normalize`` between its colour limits (with its
+    norm's clipping) and a plain ``ListedColormap`` of the colours its map gives for each of its entries, with
+    its map's colours for too low, too high and masked values; its own norm and colour map are put back after."""
+    import numpy as np
+    from matplotlib import colors
+
+    kept = []
+    try:
+        for im in images:
+            norm, cmap = im.norm, im.get_cmap()
+            low, high = (float(v) for v in im.get_clim())
+            table = np.array(np.asarray(cmap(np.arange(cmap.N)), dtype=np.float64), dtype=np.float64, copy=True)
+            plain = colors.ListedColormap(table.view(np.ndarray).copy(), name="plain").with_extremes(
+                under=tuple(float(v) for v in cmap.get_under()), over=tuple(float(v) for v in cmap.get_over()),
+                bad=tuple(float(v) for v in cmap.get_bad()))
+            kept.append((im, norm, cmap))
+            im.set_norm(colors.Normalize(low, high, clip=bool(getattr(norm, "clip", False))))
+            im.set_cmap(plain)
+        yield
+    finally:
+        for im, norm, cmap in reversed(kept):
+            im.set_norm(norm)
+            im.set_cmap(cmap)
 
 
 #: Inches between the corner of :func:`pixel_placed`'s second canvas and the figure's corner. Review

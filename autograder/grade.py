@@ -77,12 +77,16 @@ class GradeResult:
         return sum(m for _, m in self.scores.values())
 
 
+#: How the output of a submission that could not be graded begins; the reason follows.
+NOT_GRADED = "This submission could not be graded: "
+
+
 def failure_results(reason: str, seconds: float = 0.0) -> dict:
     """Gradescope results for a submission that could not be graded: score 0 and the reason."""
     return {
         "score": 0.0,
         "execution_time": round(seconds, 3),
-        "output": f"This submission could not be graded: {reason}",
+        "output": f"{NOT_GRADED}{reason}",
         "output_format": "text",
         "visibility": "visible",
         "stdout_visibility": "hidden",
@@ -430,7 +434,8 @@ def grade_one(autograder_zip: Path, submission: Path, out_dir: Path, timeout: fl
         return GradeResult(submission, results_path, {}, reason, seconds)
     results = json.loads(results_path.read_text())
     if not results.get("tests"):  # the judge's own "could not be graded" results
-        return GradeResult(submission, results_path, {}, str(results.get("output", "not graded")), seconds)
+        reason = str(results.get("output", "not graded")).removeprefix(NOT_GRADED)  # the table says "not graded: "
+        return GradeResult(submission, results_path, {}, reason, seconds)
     return GradeResult(submission, results_path, question_scores(results), None, seconds)
 
 
@@ -495,16 +500,25 @@ def _questions(results: list[GradeResult]) -> list[str]:
     return sorted({q for r in results for q in r.scores}, key=question_order)
 
 
+def _batch_possible(results: list[GradeResult]) -> float | None:
+    """The points a submission of the batch can get (the most any graded one could), ``None`` if none was graded:
+    an ungraded row is out of them too (a newcomer's spreadsheet divided by its ``possible`` of 0)."""
+    graded = [r.possible for r in results if not r.error]
+    return max(graded) if graded else None
+
+
 def write_csv(results: list[GradeResult], labels: list[str], path: Path) -> None:
-    """One row per submission: label, each question's score, total, possible, error."""
+    """One row per submission: label, each question's score, total, possible, error. A row that could not be
+    graded has no question scores, a total of 0, and the batch's possible points (0 if nothing was graded)."""
     questions = _questions(results)
+    batch_possible = _batch_possible(results) or 0.0
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(["submission", *questions, "total", "possible", "error"])
         for label, r in zip(labels, results):
             writer.writerow([label, *[_fmt(r.scores[q][0]) if q in r.scores else "" for q in questions],
-                             _fmt(r.total), _fmt(r.possible), r.error or ""])
+                             _fmt(r.total), _fmt(batch_possible if r.error else r.possible), r.error or ""])
 
 
 def _fmt(x: float) -> str:
@@ -514,9 +528,11 @@ def _fmt(x: float) -> str:
 def format_table(results: list[GradeResult]) -> str:
     """A plain-text table: submission, total / possible, then the questions that lost points."""
     rows = [("submission", "score", "lost points on")]
+    batch_possible = _batch_possible(results)
     for r in results:
         if r.error:
-            rows.append((r.label or submission_label(r.submission), "0", f"not graded: {r.error}"))
+            score = "0" if batch_possible is None else f"0/{_fmt(batch_possible)}"
+            rows.append((r.label or submission_label(r.submission), score, f"not graded: {r.error}"))
             continue
         lost = [f"{q} ({_fmt(s)}/{_fmt(m)})" for q, (s, m) in sorted(r.scores.items(), key=lambda i: question_order(i[0]))
                 if s < m]

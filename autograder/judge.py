@@ -235,6 +235,8 @@ class StudentProcess:
         self.proc: subprocess.Popen | None = None
         self.sock: socket.socket | None = None
         self.generation = 0
+        #: the CPU group its processes share when sandboxed (:func:`_cpu_group`), removed when it stops
+        self.cpu_group: Path | None = None
         #: the shared memory the sandbox user held before this grading, which is neither the student's to count
         #: nor the judge's to remove: ``nobody``'s (slot 0) may be another service's (a newcomer's walkthrough)
         self.kept = SharedMemoryKept()
@@ -268,6 +270,9 @@ class StudentProcess:
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
             preexec_fn=_limit_resources_as_other_user if self.user is not None else _limit_resources, **kwargs)
         _first_for_the_oom_killer(self.proc.pid)
+        if self.user is not None:  # before it runs a cell: every process it starts stays in the group
+            self.cpu_group = self.cpu_group or _cpu_group()
+            _join_cpu_group(self.cpu_group, self.proc.pid)
         student_end.close()
         self.sock = judge_end
         self.generation += 1
@@ -286,6 +291,9 @@ class StudentProcess:
             self.proc.wait()
             if self.user is not None:
                 _remove_shared_memory_files(self.user.pw_uid, self.kept)
+        if self.cpu_group is not None:
+            _quietly(os.rmdir, self.cpu_group)  # empty now; a restart makes it again
+            self.cpu_group = None
         if self.sock is not None:
             self.sock.close()
         self.proc, self.sock = None, None
@@ -625,14 +633,18 @@ def _remove_shared_memory_files(uid: int, kept: SharedMemoryKept | None = None) 
             if shmid not in kept.segments:
                 _libc().shmctl(shmid, 0, None)  # IPC_RMID
     _remove_dev_shm_entries(uid, kept)
+    for folder in LEFTOVER_FOLDERS:
+        _remove_dev_shm_entries(uid, kept, folder)
 
 
-def _remove_dev_shm_entries(uid: int, kept: SharedMemoryKept | None = None) -> None:
-    """Remove the files and folders ``uid`` owns in ``/dev/shm`` or in folders anyone may write to (or ``uid``
-    owns and ``kept`` holds) below it, each folder with all it holds, but for what ``kept`` holds."""
-    for parent, name, info, _ in _walk_shared_memory(uid, kept, owned_only=True, bounded=False):
+def _remove_dev_shm_entries(uid: int, kept: SharedMemoryKept | None = None, folder: str | None = None) -> None:
+    """Remove the files and folders ``uid`` owns in ``folder`` (default :data:`SHARED_MEMORY_FOLDER`) or in
+    folders anyone may write to (or ``uid`` owns and ``kept`` holds) below it, each folder with all it holds,
+    but for what ``kept`` holds."""
+    folder = folder or SHARED_MEMORY_FOLDER
+    for parent, name, info, _ in _walk_shared_memory(uid, kept, owned_only=True, bounded=False, folder=folder):
         if stat.S_ISDIR(info.st_mode):
-            _remove_folder(parent, name, SHARED_MEMORY_FOLDER)
+            _remove_folder(parent, name, folder)
         else:
             _quietly(os.unlink, name, dir_fd=parent)
 
@@ -806,6 +818,11 @@ SHARED_MEMORY_FOLDER = "/dev/shm"
 #: recursive walk of every later grading on the machine).
 MAX_SHARED_ENTRIES = 4096
 MAX_SHARED_DEPTH = 32
+#: The other folders every user may write to, where the sandbox user's files are removed as its ``/dev/shm``
+#: ones are when the student process stops (a twenty-seventh hostile review left 900 MB in ``/var/tmp``, which
+#: the next submission, run as the same user, could read; a batch could fill the disk). They are not counted:
+#: they are on disk, not in memory, and each file is at most 512 MB (``RLIMIT_FSIZE``).
+LEFTOVER_FOLDERS = ("/tmp", "/var/tmp")
 
 
 @dataclass(frozen=True)
@@ -820,7 +837,8 @@ class SharedMemoryKept:
     @classmethod
     def now(cls, uid: int) -> "SharedMemoryKept":
         files = {(info.st_dev, info.st_ino): info.st_blocks // 2
-                 for _, _, info, _ in _walk_shared_memory(uid, bounded=False) if info.st_uid == uid}
+                 for folder in (SHARED_MEMORY_FOLDER, *LEFTOVER_FOLDERS)
+                 for _, _, info, _ in _walk_shared_memory(uid, bounded=False, folder=folder) if info.st_uid == uid}
         return cls(files, frozenset(shmid for shmid, _ in _system_v_segments(uid)))
 
 
@@ -829,9 +847,9 @@ class SharedMemoryTooLarge(Exception):
 
 
 def _walk_shared_memory(uid: int, kept: SharedMemoryKept | None = None, owned_only: bool = False,
-                        bounded: bool = True):
-    """Yield ``(folder fd, name, lstat, depth)`` for the entries below :data:`SHARED_MEMORY_FOLDER` (none if
-    it cannot be opened)
+                        bounded: bool = True, folder: str | None = None):
+    """Yield ``(folder fd, name, lstat, depth)`` for the entries below ``folder`` (default
+    :data:`SHARED_MEMORY_FOLDER`; none if it cannot be opened)
     that ``uid`` may have made (``owned_only``: those it owns and ``kept`` does not hold), depth first, without
     recursion, never following a link, looking into a folder only if ``uid`` owns it or anyone may write to it
     (``uid``'s new folders are yielded, not entered, when ``owned_only``: the caller removes them whole).
@@ -857,8 +875,9 @@ def _walk_shared_memory(uid: int, kept: SharedMemoryKept | None = None, owned_on
             pass
         return out
 
+    where = folder or SHARED_MEMORY_FOLDER
     try:
-        top = os.open(SHARED_MEMORY_FOLDER, os.O_RDONLY | os.O_DIRECTORY)
+        top = os.open(where, os.O_RDONLY | os.O_DIRECTORY)
     except OSError:
         return
     stack.append((top, read(top), 0))
@@ -874,8 +893,7 @@ def _walk_shared_memory(uid: int, kept: SharedMemoryKept | None = None, owned_on
             mine = info.st_uid == uid and (info.st_dev, info.st_ino) not in kept.files
             owned += mine
             if bounded and owned > MAX_SHARED_ENTRIES:
-                raise SharedMemoryTooLarge(f"kept more than {MAX_SHARED_ENTRIES} files and folders in "
-                                           f"{SHARED_MEMORY_FOLDER}")
+                raise SharedMemoryTooLarge(f"kept more than {MAX_SHARED_ENTRIES} files and folders in {where}")
             folder = stat.S_ISDIR(info.st_mode)
             if mine or not owned_only:
                 yield fd, name, info, depth
@@ -883,8 +901,7 @@ def _walk_shared_memory(uid: int, kept: SharedMemoryKept | None = None, owned_on
                 continue
             if depth + 1 >= MAX_SHARED_DEPTH:
                 if bounded and mine:
-                    raise SharedMemoryTooLarge(f"made folders more than {MAX_SHARED_DEPTH} deep in "
-                                               f"{SHARED_MEMORY_FOLDER}")
+                    raise SharedMemoryTooLarge(f"made folders more than {MAX_SHARED_DEPTH} deep in {where}")
                 continue
             try:
                 child = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
@@ -941,6 +958,71 @@ def _libc() -> Any:
 
 
 _LIBC: Any = None
+
+
+#: Where the kernel's control groups are mounted.
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+#: The judge's own control groups (the line ``0::/`` says it is in cgroup v2's root).
+SELF_CGROUP = Path("/proc/self/cgroup")
+#: A student CPU group's name: this, then the pid of the judge that made it.
+CPU_GROUP_PREFIX = "vision-autograder-"
+
+
+def _cpu_group_parent() -> Path | None:
+    """The folder of the CPU controller's groups: cgroup v1's ``cpu`` hierarchy, or cgroup v2's root when the
+    judge runs in it and its children have the ``cpu`` controller; ``None`` when neither is there or writable
+    (a container's read-only ``/sys/fs/cgroup``: Gradescope grades one submission per container)."""
+    v1 = CGROUP_ROOT / "cpu"
+    if (v1 / "cpu.shares").is_file():
+        return v1 if os.access(v1, os.W_OK) else None
+    try:
+        in_root = "0::/" in SELF_CGROUP.read_text().splitlines()
+        enabled = "cpu" in (CGROUP_ROOT / "cgroup.subtree_control").read_text().split()
+    except OSError:
+        return None
+    return CGROUP_ROOT if in_root and enabled and os.access(CGROUP_ROOT, os.W_OK) else None
+
+
+def _cpu_group() -> Path | None:
+    """This judge's CPU group for the student's processes (made if needed), or ``None`` where there is none.
+
+    A twenty-seventh hostile review: a submission started 40 busy loops,
+    each in a session of its own (``setsid``), and the kernel shares the CPU
+    between sessions (``sched_autogroup``), so a submission graded beside it
+    (``grade --jobs 2``) got 1/41 of a core and 0/31 instead of 31/31. In a
+    group of their own, all of a student's processes together weigh as much
+    as one session; a process cannot leave the group (only root may move
+    it). Groups of judges that no longer run are removed first.
+    """
+    parent = _cpu_group_parent()
+    if parent is None:
+        return None
+    try:
+        names = [entry.name for entry in os.scandir(parent) if entry.name.startswith(CPU_GROUP_PREFIX)]
+    except OSError:
+        names = []
+    for name in names:
+        judge_pid = name[len(CPU_GROUP_PREFIX):]
+        if judge_pid.isdigit() and int(judge_pid) != os.getpid() and not Path(f"/proc/{judge_pid}").exists():
+            _quietly(os.rmdir, parent / name)  # empty once its processes are gone; a busy one stays
+    group = parent / f"{CPU_GROUP_PREFIX}{os.getpid()}"
+    try:
+        group.mkdir(mode=0o755, exist_ok=True)
+    except OSError:
+        return None
+    return group
+
+
+def _join_cpu_group(group: Path | None, pid: int) -> bool:
+    """Move process ``pid`` (all its threads) into ``group``; whether it was moved."""
+    if group is None:
+        return False
+    try:
+        with open(group / "cgroup.procs", "w") as f:
+            f.write(str(pid))
+        return True
+    except OSError:
+        return False
 
 
 def _first_for_the_oom_killer(pid: int) -> None:

@@ -24,6 +24,14 @@ def main(names: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    import sys
+    import argparse
 
-    main(sys.argv[1:])
+    parser = argparse.ArgumentParser(prog="python -m tests.refresh", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("names", nargs="*", metavar="NAME",
+                        help=f"assignments to rebuild (default: all of {', '.join(available())})")
+    names = parser.parse_args().names
+    unknown = [n for n in names if n not in available()]
+    if unknown:
+        parser.error(f"no assignment {', '.join(unknown)}: expected one of {', '.join(available())}")
+    main(names)

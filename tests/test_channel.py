@@ -210,6 +210,32 @@ def test_non_contiguous_and_fortran_arrays_cross_with_their_values():
         assert actual.shape == value.shape and np.array_equal(actual, value), f"{value!r} crossed as {actual!r}"
 
 
+def _sent_as_is(value) -> bytes:
+    """A payload as a student process that replaced ``channel.encode`` sends it: the tensor as it is."""
+    return channel.dump({"x": {channel.KIND: "tensor", "data": value, "requires_grad": False}})
+
+
+@pytest.mark.parametrize("make, message", [
+    # 128 KB of storage whose shape counts 4 GB of elements: the judge copied it whole (5.1 GB at its peak)
+    (lambda: torch.arange(2**14).as_strided((2**14, 2**15), (1, 0)), "more than 256 MB of elements"),
+    (lambda: [torch.arange(2**10).as_strided((2**10, 2**15), (1, 0))] * 2, "more than 256 MB of elements"),
+    (lambda: torch.eye(3).to_sparse(), "a tensor of layout torch.sparse_coo on cpu"),
+], ids=["a_view_of_4_GB", "two_views_of_128_MB", "sparse"])
+def test_tensors_the_judge_does_not_read_are_refused_before_they_are_used(make, message):
+    """A twenty-seventh hostile review: the channel kept whatever strides its sender chose."""
+    with pytest.raises(ValueError, match=message):
+        channel.load(_sent_as_is(make()))
+
+
+def test_a_view_of_honest_size_and_the_students_own_encoding_load():
+    view = torch.arange(2**10).as_strided((2**10, 2**10), (1, 0))  # 8 MB of elements, 8 KB of storage
+    actual = channel.load(_sent_as_is(view))["x"]["data"]
+    assert torch.equal(actual, view), "a view under the bound is read as it was sent"
+    expanded = torch.ones(3).expand(4, 3)
+    actual = channel.load(channel.dump({"x": channel.encode(expanded, {})}))["x"]["data"]
+    assert torch.equal(actual, expanded) and actual.is_contiguous(), "the student's encoding copies a view dense"
+
+
 @pytest.fixture
 def sockets():
     """Two connected sockets, closed after the test."""

@@ -260,10 +260,15 @@ def sandbox():
     if not hasattr(os, "geteuid") or os.geteuid() != 0:
         pytest.skip("the student process runs as a sandbox user only when grading runs as root")
     user = pwd.getpwnam("nobody")
-    workdir = Path(tempfile.mkdtemp(prefix="sandboxed-"))  # /tmp: pytest's own folders are root's alone
+    # in a folder of root's that others may only pass through, as the judge's working folders are: pytest's own
+    # folders are root's alone, and what the sandbox user leaves in /tmp itself is removed when it stops
+    parent = Path(tempfile.mkdtemp(prefix="sandboxed-"))
+    parent.chmod(0o711)
+    workdir = parent / "work"
+    workdir.mkdir()
     os.chown(workdir, user.pw_uid, user.pw_gid)
     yield user, workdir
-    shutil.rmtree(workdir, ignore_errors=True)
+    shutil.rmtree(parent, ignore_errors=True)
 
 
 def _runs_threads(pid: int) -> bool:
@@ -610,3 +615,122 @@ def test_nobodys_shared_memory_from_before_the_grading_is_neither_counted_nor_re
     assert kept == ["service-folder", "service-folder/held", "service-held"], \
         f"nobody's files from before should stay, the student's should go: {kept}"
     assert shmid in segments, "nobody's System V segment from before the grading should stay"
+
+
+# ---------------------------------------------------------------- the student's CPU group
+
+
+def _cpu_group_of(pid: int) -> str | None:
+    """The path of ``pid``'s group in the CPU controller (cgroup v1's ``cpu``, else v2's), from ``/proc``."""
+    v2 = None
+    for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines():
+        hierarchy, controllers, path = line.split(":", 2)
+        if "cpu" in controllers.split(","):
+            return path
+        if hierarchy == "0":
+            v2 = path
+    return v2
+
+
+#: A cell that starts a process in a session of its own (as ``setsid`` does) and writes its pid to ``child``.
+SESSION_STARTER = ("import subprocess\n"
+                   "child = subprocess.Popen(['sleep', '60'], start_new_session=True)\n"
+                   "open('child', 'w').write(str(child.pid))\n")
+
+
+def test_the_students_processes_share_one_cpu_group_removed_when_it_stops(sandbox):
+    """A twenty-seventh hostile review: 40 busy loops, each in a session of its own, took the CPU from a
+    submission graded beside them (0/31 instead of 31/31), because the kernel shares the CPU between sessions.
+    All of a student's processes are now in one group, which weighs as much as one session."""
+    if judge._cpu_group_parent() is None:
+        pytest.skip("no writable CPU controller here (a container's read-only /sys/fs/cgroup)")
+    user, workdir = sandbox
+    session = Session(workdir, [SESSION_STARTER], Limits(), user, time.monotonic() + 120)
+    try:
+        session.run_all()
+        group = session.process.cpu_group
+        child = int((workdir / "child").read_text())
+        actual = {"worker": _cpu_group_of(session.process.proc.pid), "child": _cpu_group_of(child)}
+    finally:
+        session.process.stop()
+    expected = f"/{judge.CPU_GROUP_PREFIX}{os.getpid()}"
+    assert actual == {"worker": expected, "child": expected}, f"the groups of the student's processes: {actual}"
+    assert group is not None and not group.exists(), f"the group should be removed when the process stops: {group}"
+
+
+@pytest.mark.parametrize("files, self_cgroup, expected", [
+    ({"cpu/cpu.shares": "1024"}, "1:cpu:/\n0::/\n", "cpu"),
+    ({"cgroup.subtree_control": "cpu memory pids"}, "0::/\n", "."),
+    ({"cgroup.subtree_control": "memory pids"}, "0::/\n", None),
+    ({"cgroup.subtree_control": "cpu memory"}, "0::/system.slice/grading.service\n", None),
+    ({}, "0::/\n", None),
+], ids=["v1_cpu", "v2_root_with_cpu", "v2_without_cpu", "v2_not_in_root", "none"])
+def test_the_cpu_controller_is_found_where_it_can_be_used(files, self_cgroup, expected, tmp_path, monkeypatch):
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    (tmp_path / "self").write_text(self_cgroup)
+    monkeypatch.setattr(judge, "CGROUP_ROOT", tmp_path)
+    monkeypatch.setattr(judge, "SELF_CGROUP", tmp_path / "self")
+    actual = judge._cpu_group_parent()
+    assert actual == (None if expected is None else tmp_path / expected), f"expected {expected}, got {actual}"
+
+
+def test_cpu_groups_of_judges_that_stopped_are_removed(tmp_path, monkeypatch):
+    (tmp_path / "cpu").mkdir()
+    (tmp_path / "cpu" / "cpu.shares").write_text("1024")
+    monkeypatch.setattr(judge, "CGROUP_ROOT", tmp_path)
+    ended = subprocess.Popen(["true"])
+    ended.wait()
+    running = subprocess.Popen(["sleep", "30"])
+    try:
+        for pid in (ended.pid, running.pid):
+            (tmp_path / "cpu" / f"{judge.CPU_GROUP_PREFIX}{pid}").mkdir()
+        (tmp_path / "cpu" / "another-service").mkdir()
+        group = judge._cpu_group()
+    finally:
+        running.kill()
+        running.wait()
+    actual = sorted(p.name for p in (tmp_path / "cpu").iterdir() if p.is_dir())
+    expected = sorted(["another-service", f"{judge.CPU_GROUP_PREFIX}{running.pid}", f"{judge.CPU_GROUP_PREFIX}{os.getpid()}"])
+    assert actual == expected, f"only the stopped judge's group is removed, and this judge's made: {actual}"
+    assert group == tmp_path / "cpu" / f"{judge.CPU_GROUP_PREFIX}{os.getpid()}", group
+
+
+# ---------------------------------------------------------------- what the student leaves in /tmp and /var/tmp
+
+
+def test_the_students_files_in_tmp_and_var_tmp_are_removed_when_it_stops(sandbox):
+    """A twenty-seventh hostile review: 900 MB written to ``/var/tmp`` as the sandbox user outlived the grading,
+    where the next submission, run as the same user, could read it (and a batch could fill the disk). What the
+    student leaves in ``/tmp`` and ``/var/tmp`` is removed when its process stops, folders whole; ``nobody``'s
+    files from before the grading (another service's) stay."""
+    import uuid
+
+    user, workdir = sandbox
+    tag = uuid.uuid4().hex[:8]
+    before = Path("/tmp") / f"service-{tag}"
+    before.write_text("another service's")
+    os.chown(before, user.pw_uid, user.pw_gid)
+    made = [Path("/tmp") / f"left-{tag}", Path("/var/tmp") / f"left-{tag}", Path("/var/tmp") / f"folder-{tag}"]
+    cell = (f"open('{made[0]}', 'w').write('x')\n"
+            f"open('{made[1]}', 'w').write('x')\n"
+            "import os\n"
+            f"os.makedirs('{made[2]}/a/b')\n"
+            f"open('{made[2]}/a/b/c', 'w').write('x')\n"
+            "done = True")
+    session = Session(workdir, [cell], Limits(), user, time.monotonic() + 120)
+    try:
+        session.run_all()
+        values = session.values(["done"])
+        existed = [p.exists() for p in made]
+    finally:
+        session.process.stop()
+        left = [p for p in made if p.exists()]
+        kept = before.exists()
+        before.unlink(missing_ok=True)
+        for path in left:
+            shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink()
+    assert values == {"done": True} and existed == [True] * 3, f"the cell should have made its files: {values}"
+    assert left == [], f"the student's files should be removed when its process stops: {left}"
+    assert kept, "nobody's file from before the grading should stay"

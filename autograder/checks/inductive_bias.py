@@ -450,6 +450,9 @@ def _fit_predict(fit, predict, adapter, model, X, Y, Xnew):
     params = call(f"fit('{model}', X, Y)", adapter, fit, model, X, Y)
     if not isinstance(params, np.ndarray):
         raise CheckFailure(f"`fit('{model}', X, Y)` should return a NumPy array, but it returns {describe_type(params)}.")
+    # finite numbers (complex for shared16's spectrum): a twenty-seventh hostile review's fit returned NaN and kept
+    # the real parameters in a global for its predict, and every comparison with a NaN difference was false
+    params = expect_array(f"fit('{model}', X, Y)", params, complex_ok=True)
     got = call(f"predict('{model}', params, X)", adapter, predict, model, params, Xnew)
     shown = f"predict('{model}', fit('{model}', X, Y), X_new) with X of shape {X.shape}"
     return expect_array(shown, got, Xnew.shape), shown, params
@@ -477,7 +480,7 @@ def _expect_layout(model: str, params: Any, expected: np.ndarray) -> None:
         raise CheckFailure(f"`{shown}` returns parameters of shape {np.shape(params)}; the question asks for "
                            f"{layout}.")
     difference = float((np.abs(np.asarray(params) - expected) ** 2).sum())
-    if difference > FIT_TOL * max(float((np.abs(expected) ** 2).sum()), 1e-300):
+    if not difference <= FIT_TOL * max(float((np.abs(expected) ** 2).sum()), 1e-300):  # NaN fails too
         raise CheckFailure(f"`{shown}` predicts right, but its parameters are not the minimum-norm least-squares "
                            f"ones laid out as the question says: {layout}.")
 
@@ -555,7 +558,7 @@ def _least_squares_property(fit: Callable, predict: Callable, call_with_arrays: 
                                 ib.neigh(other))
                 shown_nb = (f"predict('{model}', params, X, nb) with nb = neigh(X2), the neighbourhoods of other "
                             "crops X2")
-                if _rel(expect_array(shown_nb, given_nb, Xnew.shape), ib.predict(model, params, other)) > FIT_TOL:
+                if not _rel(expect_array(shown_nb, given_nb, Xnew.shape), ib.predict(model, params, other)) <= FIT_TOL:
                     raise CheckFailure(f"`{shown_nb}` does not predict from `nb`: when `nb` is given it is the "
                                        "precomputed neigh(X), used instead of computing neigh(X) again.")
 
@@ -585,7 +588,7 @@ def _least_squares_property(fit: Callable, predict: Callable, call_with_arrays: 
     Y = ib.equivariant_target(X)
     Xnew = rng.random((4, 16, 16))
     got, shown, _ = _fit_predict(fit, predict, call_with_arrays, "shared16", X, Y, Xnew)
-    if _rel(got, _expected_predictions("shared16", X, Y, Xnew)) > FIT_TOL:
+    if not _rel(got, _expected_predictions("shared16", X, Y, Xnew)) <= FIT_TOL:
         raise CheckFailure(f"`{shown}` is wrong on crops that are constant down each column: frequencies that "
                            "the training crops do not excite must be set to 0 (lstsq's cutoff), not divided "
                            "by their rounding-level power.")

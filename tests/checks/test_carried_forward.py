@@ -1064,10 +1064,156 @@ def _white_square(fig=None):
     return Rectangle((0, 0), 1, 1, color="white", transform=fig.transFigure)
 
 
+def _smooth_map(colours: list, n: int):
+    from matplotlib.colors import LinearSegmentedColormap
+
+    return LinearSegmentedColormap.from_list("mine", colours, N=n)
+
+
+def _power_norm(limit: float):
+    from matplotlib.colors import PowerNorm
+
+    return PowerNorm(1.0, vmin=-limit, vmax=limit)
+
+
 def _grey_named(name: str):
     from matplotlib.colors import LinearSegmentedColormap
 
     return LinearSegmentedColormap.from_list(name, ["black", "white"])
+
+
+def _right_only_at_its_values(row: np.ndarray, low: float, high: float) -> np.ndarray:
+    """The values the twenty-seventh review's norms and maps keep right: ``row``'s own (as float32 gives them) and
+    the 34 points of ``[low, high]`` that ``figures.norm_is_linear`` tries."""
+    at = np.concatenate([np.linspace(0.0, 1.0, 9), np.linspace(0.0371, 0.9629, 25)])
+    return np.unique(np.concatenate([np.asarray(row, np.float32).astype(np.float64).ravel(), low + (high - low) * at]))
+
+
+def _exact_funcnorm(ax, shown, row):
+    """Review twenty-seven: matplotlib's own ``FuncNorm``, linear at the template's own values and at the points
+    the linearity check tries, the colour map's middle anywhere else; drawn ``bilinear``, which feeds it the
+    values between the cells (every template flat white), while the grader's draws (``nearest``) feed it only
+    the cells' own values."""
+    from matplotlib.colors import FuncNorm
+
+    low, high = shown.get_clim()
+    known = _right_only_at_its_values(row, low, high)
+
+    def forward(values):
+        values = np.asarray(np.ma.getdata(values), dtype=np.float64)
+        near = np.isin(values, known)
+        return np.where(near, values, (low + high) / 2)
+
+    shown.set_norm(FuncNorm((forward, lambda v: v), vmin=low, vmax=high))
+    shown.set_interpolation("bilinear")
+
+
+def _exact_norm_subclass(ax, shown, row):
+    """Review twenty-seven: the same key in a subclass of ``Normalize``."""
+    from matplotlib.colors import Normalize
+
+    class Linear(Normalize):
+        def __call__(self, value, clip=None):
+            result = super().__call__(value, clip)
+            near = np.isin(np.asarray(np.ma.getdata(value), dtype=np.float64), known)
+            return np.ma.array(np.where(near, np.ma.getdata(result), 0.5), mask=np.ma.getmaskarray(result))
+
+    low, high = shown.get_clim()
+    known = _right_only_at_its_values(row, low, high)
+    shown.set_norm(Linear(low, high))
+    shown.set_interpolation("bilinear")
+
+
+def _exact_colour_map(colours: int):
+    """Review twenty-seven: a ``ListedColormap`` of ``colours`` colours named "RdBu_r", with ``RdBu_r``'s colours
+    where the template's own values fall (and two either side) and its middle (white) anywhere else."""
+    def after(ax, shown, row):
+        import matplotlib
+        from matplotlib.colors import ListedColormap
+
+        base = matplotlib.colormaps["RdBu_r"]
+        table = np.tile(base(0.5), (colours, 1))
+        hit = np.clip((np.asarray(shown.norm(row)) * colours).astype(int).ravel(), 0, colours - 1)
+        for offset in range(-2, 3):
+            kept = np.clip(hit + offset, 0, colours - 1)
+            table[kept] = base(kept / colours)
+        shown.set_cmap(ListedColormap(table, name="RdBu_r"))
+        shown.set_interpolation("bilinear")
+
+    return after
+
+
+def _opaque_only_at_its_values(ax, shown, row):
+    """Review twenty-eight: ``RdBu_r``'s colours, opaque only where the template's own values fall, see-through
+    elsewhere, on grey Axes: a smoothing draw shows the grey."""
+    import matplotlib
+    from matplotlib.colors import ListedColormap
+
+    table = matplotlib.colormaps["RdBu_r"].resampled(4096)(np.arange(4096))
+    hit = np.clip((np.asarray(shown.norm(row)) * 4096).astype(int).ravel(), 0, 4095)
+    table[:, 3] = 0.0
+    table[hit, 3] = 1.0
+    shown.set_cmap(ListedColormap(table, name="RdBu_r"))
+    shown.set_interpolation("bilinear")
+    ax.set_facecolor("0.5")
+
+
+class _TableRightOnlyWhenReadWhole(np.ndarray):
+    """Review twenty-eight: a colour map's lookup table whose ``take`` gives its own colours when read whole or
+    at ``keep``, and its middle colour anywhere else (what a smoothing draw reads)."""
+
+    keep = None
+
+    def __array_finalize__(self, obj):
+        self.keep = getattr(obj, "keep", None)
+
+    def take(self, indices, axis=None, out=None, mode="raise"):
+        plain = np.asarray(self)
+        taken = np.asarray(plain.take(indices, axis=axis, out=out, mode=mode))
+        indices = np.asarray(indices)
+        n = len(plain) - 3
+        if self.keep is None or (indices.ndim == 1 and np.array_equal(indices, np.arange(n))):
+            return taken
+        taken[~np.isin(indices, self.keep) & (indices < n)] = plain[n // 2]
+        return taken
+
+
+def _table_right_only_at_its_values(ax, shown, row):
+    import matplotlib
+
+    cmap = matplotlib.colormaps["RdBu_r"].resampled(4096)
+    cmap._init()
+    table = cmap._lut.view(_TableRightOnlyWhenReadWhole)
+    table.keep = np.unique(np.clip((np.asarray(shown.norm(row)) * 4096).astype(int).ravel(), 0, 4095))
+    cmap._lut = table
+    shown.set_cmap(cmap)
+    shown.set_interpolation("bilinear")
+
+
+def _scale_right_only_at_its_values(ax, shown, row):
+    """Review twenty-eight: matplotlib's own ``SymLogNorm`` whose transform (an attribute) is the identity at the
+    template's own values and at the points the linearity check tries, the middle of the scale elsewhere."""
+    from matplotlib.colors import SymLogNorm
+    from matplotlib.scale import FuncTransform
+
+    low, high = shown.get_clim()
+    known = _right_only_at_its_values(row, low, high)
+
+    def forward(values):
+        values = np.asarray(values, dtype=np.float64)
+        return np.where(np.isin(values, np.concatenate([known, [low, high]])), values, (low + high) / 2)
+
+    norm = SymLogNorm(1e-3, vmin=low, vmax=high)
+    norm._trf = FuncTransform(forward, forward)
+    shown.set_norm(norm)
+    shown.set_interpolation("bilinear")
+
+
+def _cached_as_grey(ax, shown, row):
+    """Review twenty-eight: ``interpolation="none"`` and a grey picture in ``_imcache``, which SVG and PDF
+    displays draw the image from (Agg never reads it)."""
+    shown.set_interpolation("none")
+    shown._imcache = np.full(row.shape + (4,), 128, dtype=np.uint8)
 
 
 #: The start of the failure of a template that a draw of the figure does not show (figures.drawn_mismatch).
@@ -1162,7 +1308,8 @@ TEMPLATE_FIGURES = {
     # the fourteenth's: colours right at the map's sample points only, or beyond the limits; decorations grown
     # over the image; filters, scales, positions and layouts that move or hide it when the figure is drawn
     "white_between_samples": ({"after": lambda ax, shown, row: shown.set_cmap(_white_between_samples("coolwarm"))},
-                              "`fig_templates`' image 0 is drawn with a colour map named 'coolwarm' whose colours"),
+                              # (review twenty-seven: refused by the colour map's swings before its name)
+                              "`fig_templates`' image 0 is drawn in a colour map whose colours swing back and forth"),
     "linear_at_nine_points": ({"after": lambda ax, shown, row: shown.set_norm(_linear_at_nine_points(*shown.get_clim()))},
                               "`fig_templates`' image 0 is drawn with FuncNorm, not a linear colour scale"),
     "black_above_the_limit": ({"after": _black_above_a_low_limit},
@@ -1259,7 +1406,8 @@ TEMPLATE_FIGURES = {
     "white_text_in_an_inset": ({"after": _white_text_in_an_inset}, NOT_SHOWN),
     "patch_from_an_axes_outside": ({"after": _patch_from_an_axes_outside}, NOT_SHOWN),
     "negative_inset_cover": ({"after": _negative_inset_cover}, NOT_SHOWN),
-    "flat_when_resampled": ({"after": _flat_when_resampled}, NOT_SHOWN),
+    "flat_when_resampled": ({"after": _flat_when_resampled},  # a norm of its own class: refused as such now
+                            "`fig_templates`' image 0 is drawn with ShapeNorm, not a linear colour scale"),
     # the twenty-first's: a cover placed in pixels, where the images are at the figure's dpi only
     "pixel_placed_cover": ({"after": _pixel_placed_cover}, NOT_SHOWN + " at another size"),
     "cover_shown_when_cropped": ({"after": _cover_shown_when_cropped}, NOT_SHOWN + " at another size or cropped"),
@@ -1280,10 +1428,37 @@ TEMPLATE_FIGURES = {
                                  "the figure holding `fig_templates`' image 0 has text that wraps (wrap=True)"),
     "too_small_to_see": ({"after": _too_small_to_see}, "`fig_templates`' image 0 is shown 9 by 9 screen pixels at "
                          "its figure's dpi (30), fewer than one a cell of its 28 by 28"),
-    # and honest figures the draw must not refuse: interpolation of one's own, a grid, a label on the image
+    # review twenty-seven: colours right only at the templates' own values, shown bilinear
+    "norm_right_only_at_its_values": ({"cmap": "RdBu_r", "after": _exact_funcnorm},
+                                      "`fig_templates`' image 0 is drawn with FuncNorm, not a linear colour scale"),
+    "norm_subclass_right_only_at_its_values": ({"cmap": "RdBu_r", "after": _exact_norm_subclass},
+                                               "`fig_templates`' image 0 is drawn with Linear, not a linear colour"),
+    "map_of_a_million_colours": ({"after": _exact_colour_map(1_000_000)},
+                                 "`fig_templates`' image 0 is drawn in a colour map of 1,000,000 colours, more than "
+                                 "65,536"),
+    "map_right_only_at_its_values": ({"after": _exact_colour_map(65536)},
+                                     "`fig_templates`' image 0 is drawn in a colour map whose colours swing back and "
+                                     "forth"),
+    # review twenty-eight: the same through what the norm and map hold, and a picture kept for vector displays
+    "map_opaque_only_at_its_values": ({"after": _opaque_only_at_its_values},
+                                      "`fig_templates`' image 0 is drawn in a colour map with see-through colours"),
+    "table_right_only_at_its_values": ({"after": _table_right_only_at_its_values},
+                                       NOT_SHOWN + " as it is shown"),
+    "scale_right_only_at_its_values": ({"cmap": "RdBu_r", "after": _scale_right_only_at_its_values},
+                                       NOT_SHOWN + " as it is shown"),
+    "cached_as_grey": ({"cmap": "RdBu_r", "after": _cached_as_grey},
+                       "`fig_templates`' image 0 keeps another picture than its values' colours"),
+    # and honest figures the draw must not refuse: interpolation of one's own, a grid, a label on the image,
+    # a smooth map of one's own with many colours, a linear norm of another class
     "bilinear_interpolation": ({"imshow": {"interpolation": "bilinear"}}, None),
     "grid_and_a_label_on_it": ({"after": lambda ax, shown, row: (ax.grid(True), ax.text(1, 3, "w", color="k"))},
                                None),
+    "smooth_map_of_4096_colours": ({"cmap": _smooth_map(["navy", "white", "darkred"], 4096),
+                                    "imshow": {"interpolation": "bilinear"}}, None),
+    "power_norm_of_gamma_1": ({"cmap": "RdBu_r", "norm": lambda limit: _power_norm(limit)}, None),
+    "bicubic_with_a_picker": ({"cmap": "RdBu_r", "imshow": {"interpolation": "bicubic"},
+                               "after": lambda ax, shown, row: shown.set_picker(lambda artist, event: (False, {}))},
+                              None),
 }
 
 
@@ -2055,10 +2230,16 @@ def _fit_predict_variant(kind: str):
     says); the eleventh's ``"absolute_cutoff"`` (shared16 keeps the frequencies with power above 1e-6, right on
     crops in [0, 1] only); the twelfth's ``"conv_rcond_1e-4"`` and ``"shared16_cutoff_1e-5"`` (cutoffs far above
     lstsq's, right on every input but faint texture). ``"pinv"`` is no mistake: ``np.linalg.pinv`` gives the same
-    minimum-norm solutions."""
+    minimum-norm solutions. The twenty-seventh's ``"nan_params"``: ``fit`` returns NaN of the right shape and keeps
+    the real parameters in a global that ``predict`` uses (every comparison with a NaN difference was false)."""
     from reference import inductive_bias as ref
 
+    kept = {}
+
     def fit(model, X, Y):
+        if kind == "nan_params":
+            kept[model] = ref.fit(model, X, Y)
+            return np.full(kept[model].shape, np.nan, dtype=kept[model].dtype)
         if kind == "pinv" and model in ("full", "local5", "conv"):
             n = len(X)
             if model == "full":
@@ -2083,6 +2264,8 @@ def _fit_predict_variant(kind: str):
         return p
 
     def predict(model, p, X, nb=None):
+        if kind == "nan_params":
+            p = kept[model]
         if kind == "local5_transposed" and model == "local5":
             p = p.T
         if kind == "conv_flipped" and model == "conv":
@@ -2131,6 +2314,7 @@ def test_ib_fit_laid_out_like_the_students_own_neigh_keeps_q5():
     ("conv_rcond_1e-4", "`predict('conv', fit('conv', X, Y), X_new) with X of shape (1, 16, 16)` is wrong on crops of faint"),
     ("shared16_cutoff_1e-5", "`predict('shared16', fit('shared16', X, Y), X_new) with X of shape (1, 16, 16)` is wrong on "
                              "crops of faint"),
+    ("nan_params", "`fit('conv', X, Y)` holds 25 NaN or infinite value(s)."),
     ("pinv", None),
 ])
 def test_ib_fit_and_predict_follow_the_questions_layouts_and_nb(ib, kind, message):

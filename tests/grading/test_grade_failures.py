@@ -186,7 +186,7 @@ def test_format_table_lists_score_and_lost_points():
         "submission    score  lost points on",
         "solution        3/3  -",
         "partly_wrong  1.5/6  q1 (0.5/2), q3 (0/3)",
-        "broken            0  not graded: the autograder exited with code 1: boom",
+        "broken          0/6  not graded: the autograder exited with code 1: boom",
     ]
     assert actual == expected, "table differs:\n" + "\n".join(actual)
 
@@ -200,9 +200,13 @@ def test_write_csv_has_one_column_per_question(tmp_path):
         ["submission", "q1", "q2", "q3", "total", "possible", "error"],
         ["solution", "2", "1", "", "3", "3", ""],
         ["partly_wrong", "0.5", "1", "0", "1.5", "6", ""],
-        ["broken", "", "", "", "0", "0", "the autograder exited with code 1: boom"],
+        ["broken", "", "", "", "0", "6", "the autograder exited with code 1: boom"],
     ]
     assert actual == expected, f"expected rows {expected}, got {actual}"
+    write_csv(results[2:], labels[2:], path)
+    actual = read_csv(path)[1]
+    assert actual == ["broken", "0", "0", "the autograder exited with code 1: boom"], \
+        f"with nothing graded, the possible points are not known: {actual}"
 
 
 def test_questions_are_listed_in_notebook_order_not_string_order(tmp_path):
@@ -311,7 +315,9 @@ def test_real_autograder_non_json_notebook_scores_zero(built_where_mlps_fail, no
     actual = grade_one(built_where_mlps_fail.autograder_zip, not_a_notebook, out, timeout=120)
     assert actual.error is not None, "a file that is not a notebook should not count as graded"
     # the judge (the default runner) reads the notebook itself and says why it refused it
-    assert actual.error.startswith("This submission could not be graded: not_json.ipynb is not a valid notebook"), \
+    # the reason alone: the table prints it after "not graded: " (a newcomer read "not graded: This submission
+    # could not be graded: ...")
+    assert actual.error.startswith("not_json.ipynb is not a valid notebook"), \
         f"unexpected error {actual.error!r}"
     assert "JSON" in actual.error, f"the reason should say the notebook is not JSON: {actual.error!r}"
     assert actual.scores == {}, f"an ungraded submission has no scores: {actual.scores}"
@@ -401,7 +407,7 @@ def test_bad_limits_raise_a_value_error_saying_what_was_expected(limits, timeout
 
 
 @pytest.mark.parametrize("text, option", [("-1", "--cell-seconds"), ("0", "--deadline"), ("1.5", "--memory-mb"),
-                                          ("soon", "--timeout")])
+                                          ("soon", "--timeout"), ("0", "--jobs")])
 def test_grade_cli_refuses_nonsense_limits(text, option, capsys):
     from autograder.cli import main
 
@@ -521,9 +527,10 @@ def test_a_failure_reason_names_the_original_file_not_the_copy(private_submissio
     fake = FakeRun(failure_results("staged-submission.ipynb is empty."))
     monkeypatch.setattr(grade_module, "_run_stopping_politely", fake)
     result = grade_one(dummy_zip, private_submission, tmp_path / "out")
-    expected = f"This submission could not be graded: {PRIVATE_NAME}.ipynb is empty."
+    expected = f"{PRIVATE_NAME}.ipynb is empty."
     assert result.error == expected, f"expected {expected!r}, got {result.error!r}"
-    assert results_of(result.results_path)["output"] == expected, "results.json should name the original file"
+    assert results_of(result.results_path)["output"] == f"This submission could not be graded: {expected}", \
+        "results.json should name the original file"
 
 
 @pytest.mark.parametrize("files, graded", [
@@ -648,9 +655,13 @@ def test_a_tiny_cell_limit_reaches_the_judge(tiny_zip, tmp_path):
 
 @pytest.mark.grading
 def test_the_student_process_never_sees_the_original_path(tiny_zip, tmp_path):
+    # the student process may run as another user (nobody), whose files in /tmp itself are removed when it
+    # stops: a folder anyone may write to, in one of root's that others may only pass through
     report_dir = Path(tempfile.mkdtemp(prefix="staging-report-"))
-    report_dir.chmod(0o777)  # the student process may run as another user (nobody)
-    report = report_dir / "report.json"
+    report_dir.chmod(0o711)
+    (report_dir / "open").mkdir()
+    (report_dir / "open").chmod(0o777)
+    report = report_dir / "open" / "report.json"
     probe = f'''import json, os
 seen = {{"cwd": os.getcwd(), "files": sorted(os.listdir(".")), "env": dict(os.environ)}}
 with open(f"/proc/{{os.getppid()}}/cmdline", "rb") as f:
