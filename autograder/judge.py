@@ -280,7 +280,10 @@ class StudentProcess:
         if header.get("op") != "ready":
             raise StudentFailure("the student process did not start properly")
 
-    def stop(self) -> None:
+    def stop(self, clean: bool = True) -> None:
+        """Kill the worker and every process the student started; then, with ``clean``, :meth:`clean` (a
+        grading's last stop leaves that until its results are written: removing what a student left may take
+        long)."""
         if self.proc is not None and self.proc.poll() is None:
             try:
                 os.killpg(self.proc.pid, signal.SIGKILL)
@@ -289,14 +292,20 @@ class StudentProcess:
         if self.proc is not None:
             self._kill_descendants()
             self.proc.wait()
-            if self.user is not None:
-                _remove_shared_memory_files(self.user.pw_uid, self.kept)
-        if self.cpu_group is not None:
-            _quietly(os.rmdir, self.cpu_group)  # empty now; a restart makes it again
-            self.cpu_group = None
         if self.sock is not None:
             self.sock.close()
         self.proc, self.sock = None, None
+        if clean:
+            self.clean()
+
+    def clean(self) -> None:
+        """Remove what the sandbox user left (shared memory, System V objects, files in :data:`LEFTOVER_FOLDERS`)
+        and the CPU group, once its processes are stopped."""
+        if self.user is not None:
+            _remove_shared_memory_files(self.user.pw_uid, self.kept)
+        if self.cpu_group is not None:
+            _quietly(os.rmdir, self.cpu_group)  # empty now; a restart makes it again
+            self.cpu_group = None
 
     @property
     def alive(self) -> bool:
@@ -315,7 +324,7 @@ class StudentProcess:
         if self.proc is None:
             return []
         table = _process_table()
-        roots = [self.proc.pid]
+        roots = [self.proc.pid, *_group_members(self.cpu_group)]  # the group holds them whatever user they became
         if self.user is not None:
             roots += [pid for pid, (ppid, uid, _) in table.items()
                       if ppid == os.getpid() and uid == self.user.pw_uid and pid != self.proc.pid]
@@ -602,24 +611,37 @@ def _shared_memory_kb(pids: list[int], uid: int | None, owners: dict, kept: Shar
     return total + sum(seen.values())
 
 
-def _system_v_segments(uid: int) -> list[tuple[int, int]]:
-    """``(id, kB)`` of each System V shared-memory segment ``uid`` created or owns (``/proc/sysvipc/shm``), which
-    outlives its processes and is resident in none once detached (a twenty-fourth hostile review)."""
+def _system_v_table(kind: str, uid: int) -> list[dict[str, int]]:
+    """The rows of ``/proc/sysvipc/KIND`` (``shm``, ``msg`` or ``sem``) of the objects ``uid`` created or owns,
+    each as ``{column: number}``; none if the table cannot be read."""
     out = []
     try:
-        with open("/proc/sysvipc/shm") as f:
+        with open(f"/proc/sysvipc/{kind}") as f:
             header = f.readline().split()
-            column = {name: i for i, name in enumerate(header)}
             for line in f:
-                fields = line.split()
                 try:
-                    if uid in (int(fields[column["uid"]]), int(fields[column["cuid"]])):
-                        out.append((int(fields[column["shmid"]]), int(fields[column["size"]]) // 1024))
-                except (KeyError, IndexError, ValueError):
+                    row = {name: int(value) for name, value in zip(header, line.split())}
+                    if uid in (row["uid"], row["cuid"]):
+                        out.append(row)
+                except (KeyError, ValueError):
                     continue
     except OSError:
         pass
     return out
+
+
+def _system_v_segments(uid: int) -> list[tuple[int, int]]:
+    """``(id, kB)`` of each System V shared-memory segment ``uid`` created or owns (``/proc/sysvipc/shm``), which
+    outlives its processes and is resident in none once detached (a twenty-fourth hostile review)."""
+    return [(row["shmid"], row["size"] // 1024) for row in _system_v_table("shm", uid) if "size" in row]
+
+
+def _system_v_queues(uid: int) -> list[tuple[str, int]]:
+    """``("msg", id)`` for each System V message queue and ``("sem", id)`` for each semaphore set ``uid`` created
+    or owns (``/proc/sysvipc/msg``, ``/proc/sysvipc/sem``): they outlive their processes, and a queue's
+    messages hold kernel memory no process is charged for (a twenty-eighth hostile review)."""
+    return [(kind, row[column]) for kind, column in (("msg", "msqid"), ("sem", "semid"))
+            for row in _system_v_table(kind, uid) if column in row]
 
 
 def _remove_shared_memory_files(uid: int, kept: SharedMemoryKept | None = None) -> None:
@@ -632,6 +654,12 @@ def _remove_shared_memory_files(uid: int, kept: SharedMemoryKept | None = None) 
         for shmid, _ in _system_v_segments(uid):
             if shmid not in kept.segments:
                 _libc().shmctl(shmid, 0, None)  # IPC_RMID
+        for kind, ipc_id in _system_v_queues(uid):  # message queues and semaphore sets (a twenty-eighth review)
+            if (kind, ipc_id) not in kept.queues:
+                if kind == "msg":
+                    _libc().msgctl(ipc_id, 0, None)  # IPC_RMID
+                else:
+                    _libc().semctl(ipc_id, 0, 0)  # IPC_RMID
     _remove_dev_shm_entries(uid, kept)
     for folder in LEFTOVER_FOLDERS:
         _remove_dev_shm_entries(uid, kept, folder)
@@ -656,7 +684,7 @@ def _remove_folder(parent: int, name: str, beside: str) -> None:
     level below another open one. (``shutil.rmtree`` recurses: a chain of 1,000 folders stops it.)"""
     moved = 0
     try:
-        staging = tempfile.mkdtemp(prefix=".vision-autograder-removing-", dir=beside)
+        staging = tempfile.mkdtemp(prefix=f"{STAGING_PREFIX}{os.getpid()}-", dir=beside)
         staging_fd = os.open(staging, os.O_RDONLY | os.O_DIRECTORY)
     except OSError:
         return
@@ -720,8 +748,11 @@ def remove_tree(path: Path) -> None:
 #: notebook in it as its own (31/31 for a blank notebook). Here a later student cannot find it, and the next
 #: grading removes it (:func:`_remove_abandoned`).
 WORK_FOLDER_NAME = "vision-autograder-work"
-#: A working folder's name: its kind, then the pid of the judge that made it.
-_WORK_NAME = re.compile(r"^(judge|submission)-(\d+)-")
+#: A working folder's name: its kind, then the pid of the judge that made it (a staging folder of
+#: :func:`_remove_folder` too, which a judge killed while it removed a student's folders leaves half empty).
+_WORK_NAME = re.compile(r"^(judge|submission|\.vision-autograder-removing)-(\d+)-")
+#: How :func:`_remove_folder`'s staging folders are named: this, the judge's pid, a dash.
+STAGING_PREFIX = ".vision-autograder-removing-"
 
 
 def _work_parent() -> tuple[Path, bool]:
@@ -740,6 +771,7 @@ def _work_parent() -> tuple[Path, bool]:
                 os.chmod(parent, 0o711, follow_symlinks=False)
             _remove_abandoned(parent)
             _remove_abandoned_in_the_open(base)
+            _remove_abandoned_staging()
             return parent, False
     except OSError:
         pass
@@ -801,6 +833,25 @@ def _remove_abandoned_in_the_open(base: Path) -> None:
             remove_tree(base / entry.name)
 
 
+def _remove_abandoned_staging() -> None:
+    """Remove the staging folders (:func:`_remove_folder`, root's) that judges no longer running left in
+    ``/dev/shm`` and :data:`LEFTOVER_FOLDERS`: a twenty-eighth hostile review's judge, stopped from outside
+    while it removed 170,000 of a student's folders, left 669 MB that no later grading removed."""
+    for folder in (SHARED_MEMORY_FOLDER, *LEFTOVER_FOLDERS):
+        try:
+            entries = [entry for entry in os.scandir(folder) if entry.name.startswith(STAGING_PREFIX)]
+        except OSError:
+            continue
+        for entry in entries:
+            judge_pid = entry.name[len(STAGING_PREFIX):].split("-", 1)[0]
+            try:
+                owned_by_root = entry.stat(follow_symlinks=False).st_uid == 0
+            except OSError:
+                continue
+            if owned_by_root and judge_pid.isdigit() and not Path(f"/proc/{judge_pid}").exists():
+                remove_tree(Path(folder) / entry.name)
+
+
 def _quietly(call: Callable, *args: Any, **kwargs: Any) -> bool:
     """``call(*args, **kwargs)``; whether it did not raise :class:`OSError` (a file gone meanwhile)."""
     try:
@@ -822,24 +873,27 @@ MAX_SHARED_DEPTH = 32
 #: ones are when the student process stops (a twenty-seventh hostile review left 900 MB in ``/var/tmp``, which
 #: the next submission, run as the same user, could read; a batch could fill the disk). They are not counted:
 #: they are on disk, not in memory, and each file is at most 512 MB (``RLIMIT_FSIZE``).
-LEFTOVER_FOLDERS = ("/tmp", "/var/tmp")
+LEFTOVER_FOLDERS = ("/tmp", "/var/tmp", "/run/lock")
 
 
 @dataclass(frozen=True)
 class SharedMemoryKept:
-    """The shared memory a sandbox user held when a grading began: ``files``, the kB of each of its files and
-    folders in ``/dev/shm`` by ``(st_dev, st_ino)``, and ``segments``, the ids of its System V segments. They
-    are not the student's: ``nobody`` (slot 0, :func:`_claim_sandbox`) may be another service's user too."""
+    """What a sandbox user held when a grading began: ``files``, the kB of each of its files and folders in
+    ``/dev/shm`` and :data:`LEFTOVER_FOLDERS` by ``(st_dev, st_ino)``, ``segments``, the ids of its System V
+    shared-memory segments, and ``queues``, its System V message queues and semaphore sets
+    (:func:`_system_v_queues`). They are not the student's: ``nobody`` (slot 0, :func:`_claim_sandbox`) may be
+    another service's user too."""
 
     files: dict = field(default_factory=dict)
     segments: frozenset = frozenset()
+    queues: frozenset = frozenset()
 
     @classmethod
     def now(cls, uid: int) -> "SharedMemoryKept":
         files = {(info.st_dev, info.st_ino): info.st_blocks // 2
                  for folder in (SHARED_MEMORY_FOLDER, *LEFTOVER_FOLDERS)
                  for _, _, info, _ in _walk_shared_memory(uid, bounded=False, folder=folder) if info.st_uid == uid}
-        return cls(files, frozenset(shmid for shmid, _ in _system_v_segments(uid)))
+        return cls(files, frozenset(shmid for shmid, _ in _system_v_segments(uid)), frozenset(_system_v_queues(uid)))
 
 
 class SharedMemoryTooLarge(Exception):
@@ -1004,13 +1058,25 @@ def _cpu_group() -> Path | None:
     for name in names:
         judge_pid = name[len(CPU_GROUP_PREFIX):]
         if judge_pid.isdigit() and int(judge_pid) != os.getpid() and not Path(f"/proc/{judge_pid}").exists():
-            _quietly(os.rmdir, parent / name)  # empty once its processes are gone; a busy one stays
+            kill_until_gone(lambda: _group_members(parent / name), rounds=50, pause=0.02)  # its judge was killed
+            _quietly(os.rmdir, parent / name)
     group = parent / f"{CPU_GROUP_PREFIX}{os.getpid()}"
     try:
         group.mkdir(mode=0o755, exist_ok=True)
     except OSError:
         return None
     return group
+
+
+def _group_members(group: Path | None) -> list[int]:
+    """The processes in the CPU ``group`` (none for no group): every process the student started, whatever
+    user it runs as now."""
+    if group is None:
+        return []
+    try:
+        return [int(line) for line in (group / "cgroup.procs").read_text().split() if line.isdigit()]
+    except OSError:
+        return []
 
 
 def _join_cpu_group(group: Path | None, pid: int) -> bool:
@@ -1049,6 +1115,10 @@ def _limit_resources() -> None:
     """
     if _LIBC:
         _LIBC.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
+        # PR_SET_NO_NEW_PRIVS: a setuid program (su) runs as the sandbox user, not as root; a twenty-eighth
+        # hostile review left 254 su processes (effective user root, so not found by owner) waiting forever,
+        # which used up the sandbox user's process limit for every later grading
+        _LIBC.prctl(38, 1, 0, 0, 0)
     for limit, value in ((resource.RLIMIT_CORE, 0), (resource.RLIMIT_FSIZE, 512 * 1024 * 1024),
                          (resource.RLIMIT_NOFILE, MAX_FILES_LOOKED_AT)):
         try:
@@ -1600,22 +1670,37 @@ def grade_submission(autograder_zip: Path, submission: Path, results_path: Path,
 
     started = time.monotonic()
     results_path = Path(results_path)
+    # removing what the student left (its working folder, its files in /tmp...) may take long: it is done after
+    # the results are written (a twenty-eighth hostile review's million folders held the results past the
+    # deadline, and the grading was stopped from outside with none written)
+    cleanups: list[Callable[[], Any]] = []
     try:
-        results = _grade(Path(autograder_zip), Path(submission), limits, started)
-    except SubmissionError as err:
-        results = failure_results(str(err), time.monotonic() - started)
-    except Exception as err:  # noqa: BLE001 - the grader's own failure still yields a results file
-        results = failure_results(f"the autograder failed ({type(err).__name__}: {err}); "
-                                  "please tell your instructor.", time.monotonic() - started)
-    results["execution_time"] = round(time.monotonic() - started, 3)
-    results_path.parent.mkdir(parents=True, exist_ok=True)
-    partial = results_path.with_name(f".{results_path.name}.partial")
-    partial.write_text(json.dumps(results, indent=2))
-    os.replace(partial, results_path)
-    return results
+        try:
+            results = _grade(Path(autograder_zip), Path(submission), limits, started, cleanups)
+        except SubmissionError as err:
+            results = failure_results(str(err), time.monotonic() - started)
+        except Exception as err:  # noqa: BLE001 - the grader's own failure still yields a results file
+            results = failure_results(f"the autograder failed ({type(err).__name__}: {err}); "
+                                      "please tell your instructor.", time.monotonic() - started)
+        results["execution_time"] = round(time.monotonic() - started, 3)
+        results_path.parent.mkdir(parents=True, exist_ok=True)
+        partial = results_path.with_name(f".{results_path.name}.partial")
+        partial.write_text(json.dumps(results, indent=2))
+        os.replace(partial, results_path)
+        return results
+    finally:
+        for cleanup in cleanups:
+            try:
+                cleanup()
+            except Exception:  # noqa: BLE001 - one failed removal does not stop the others
+                pass
 
 
-def _grade(autograder_zip: Path, submission: Path, limits: Limits, started: float) -> dict:
+def _grade(autograder_zip: Path, submission: Path, limits: Limits, started: float,
+           cleanups: list[Callable[[], Any]] | None = None) -> dict:
+    """The results of grading ``submission``. The student's processes are stopped before it returns; removing
+    what they left, the working folders and releasing the sandbox slot are appended to ``cleanups``, for the
+    caller to run after writing the results (run here when ``cleanups`` is ``None``)."""
     from otter.run.run_autograder.autograder_config import AutograderConfig
     from otter.test_files import GradingResults
     from otter.test_files.exception_test import ExceptionTestFile
@@ -1683,13 +1768,18 @@ def _grade(autograder_zip: Path, submission: Path, limits: Limits, started: floa
         return grading.to_gradescope_dict(ag_config)
     finally:
         if session is not None:
-            session.process.stop()
-        if slot_lock is not None:
-            os.close(slot_lock)
-        remove_tree(private)
-        remove_tree(workdir)
+            session.process.stop(clean=False)
+        later = [session.process.clean] if session is not None else []
+        later += [lambda: remove_tree(private), lambda: remove_tree(workdir)]
         if own_parent:
-            _quietly(os.rmdir, parent)
+            later.append(lambda: _quietly(os.rmdir, parent))
+        if slot_lock is not None:  # the slot is free once what its user left is gone
+            later.append(lambda: os.close(slot_lock))
+        if cleanups is None:
+            for cleanup in later:
+                cleanup()
+        else:
+            cleanups.extend(later)
 
 
 def _restart_notes(restarts: list[str]) -> list[str]:

@@ -16,6 +16,7 @@ import math
 import os
 import random
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -712,12 +713,14 @@ def test_the_students_files_in_tmp_and_var_tmp_are_removed_when_it_stops(sandbox
     before = Path("/tmp") / f"service-{tag}"
     before.write_text("another service's")
     os.chown(before, user.pw_uid, user.pw_gid)
-    made = [Path("/tmp") / f"left-{tag}", Path("/var/tmp") / f"left-{tag}", Path("/var/tmp") / f"folder-{tag}"]
+    made = [Path("/tmp") / f"left-{tag}", Path("/var/tmp") / f"left-{tag}", Path("/var/tmp") / f"folder-{tag}",
+            Path("/run/lock") / f"left-{tag}"]
     cell = (f"open('{made[0]}', 'w').write('x')\n"
             f"open('{made[1]}', 'w').write('x')\n"
             "import os\n"
             f"os.makedirs('{made[2]}/a/b')\n"
             f"open('{made[2]}/a/b/c', 'w').write('x')\n"
+            f"open('{made[3]}', 'w').write('x')\n"
             "done = True")
     session = Session(workdir, [cell], Limits(), user, time.monotonic() + 120)
     try:
@@ -731,6 +734,105 @@ def test_the_students_files_in_tmp_and_var_tmp_are_removed_when_it_stops(sandbox
         before.unlink(missing_ok=True)
         for path in left:
             shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink()
-    assert values == {"done": True} and existed == [True] * 3, f"the cell should have made its files: {values}"
+    assert values == {"done": True} and existed == [True] * 4, f"the cell should have made its files: {values}"
     assert left == [], f"the student's files should be removed when its process stops: {left}"
     assert kept, "nobody's file from before the grading should stay"
+
+
+#: A cell that makes a System V message queue holding a message, and a semaphore set, and names their ids.
+SYSTEM_V_QUEUES = r'''
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+queue = libc.msgget(0, 0o1600)
+message = ctypes.create_string_buffer(b"\1\0\0\0\0\0\0\0" + b"x" * 1024)
+assert libc.msgsnd(queue, message, 1024, 0) == 0
+semaphores = libc.semget(0, 4, 0o1600)
+ids = [queue, semaphores]
+'''
+
+
+def _system_v_ids(kind: str) -> set[int]:
+    column = {"msg": 1, "sem": 1}[kind]
+    with open(f"/proc/sysvipc/{kind}") as f:
+        return {int(line.split()[column]) for line in f.readlines()[1:]}
+
+
+def test_system_v_queues_and_semaphores_are_removed_when_it_stops(sandbox):
+    """A twenty-eighth hostile review: message queues (their messages hold kernel memory no process is charged
+    for) and semaphore sets outlived the grading; only shared-memory segments were removed."""
+    user, workdir = sandbox
+    session = Session(workdir, [SYSTEM_V_QUEUES], Limits(), user, time.monotonic() + 120)
+    try:
+        session.run_all()
+        queue, semaphores = session.values(["ids"])["ids"]
+        made = (queue in _system_v_ids("msg"), semaphores in _system_v_ids("sem"))
+    finally:
+        session.process.stop()
+    left = (queue in _system_v_ids("msg"), semaphores in _system_v_ids("sem"))
+    assert made == (True, True), f"the cell should have made a queue and a semaphore set: {session.records[0]}"
+    assert left == (False, False), f"(queue, semaphore set) left after the student process stopped: {left}"
+
+
+def test_a_setuid_program_runs_as_the_sandbox_user(sandbox):
+    """A twenty-eighth hostile review: 254 ``su`` processes, each waiting forever for a password, ran with root
+    as their effective user, so the judge (which finds the student's processes by owner) left them running,
+    and every later grading as that user had one process left under its limit. The student's processes may
+    not gain privileges (``PR_SET_NO_NEW_PRIVS``)."""
+    user, workdir = sandbox
+    cell = ("import subprocess\n"
+            "child = subprocess.Popen(['sleep', '60'], start_new_session=True)\n"
+            "open('child', 'w').write(str(child.pid))\n")
+    session = Session(workdir, [cell], Limits(), user, time.monotonic() + 120)
+    try:
+        session.run_all()
+        child = int((workdir / "child").read_text())
+        actual = {}
+        for name, pid in (("worker", session.process.proc.pid), ("child", child)):
+            status = Path(f"/proc/{pid}/status").read_text()
+            actual[name] = [line.split()[1] for line in status.splitlines() if line.startswith("NoNewPrivs:")]
+    finally:
+        session.process.stop()
+    assert actual == {"worker": ["1"], "child": ["1"]}, f"NoNewPrivs of the student's processes: {actual}"
+
+
+def test_every_process_in_the_students_cpu_group_is_stopped_with_it(sandbox):
+    """Whatever user a process in the student's CPU group runs as (the su processes above ran as root), it is
+    the student's, and is stopped with the student process."""
+    if judge._cpu_group_parent() is None:
+        pytest.skip("no writable CPU controller here (a container's read-only /sys/fs/cgroup)")
+    user, workdir = sandbox
+    session = Session(workdir, ["ready = True"], Limits(), user, time.monotonic() + 120)
+    other = subprocess.Popen(["sleep", "60"])  # root's, as a setuid program's would be
+    try:
+        session.run_all()
+        assert judge._join_cpu_group(session.process.cpu_group, other.pid), "the process should join the group"
+    finally:
+        session.process.stop()
+        try:
+            other.wait(timeout=10)
+            survived = False
+        except subprocess.TimeoutExpired:
+            survived = True
+            other.terminate()  # SIGTERM: not mistaken for the judge's SIGKILL below
+            other.wait()
+    assert not survived and other.returncode == -signal.SIGKILL, \
+        f"root's process in the student's group should be killed with it (survived: {survived})"
+
+
+def test_staging_folders_of_a_judge_that_no_longer_runs_are_removed(tmp_path, monkeypatch):
+    """A twenty-eighth hostile review: a judge stopped from outside while it removed a student's 170,000
+    folders left its staging folder (669 MB), which no later grading removed."""
+    ended = subprocess.Popen(["true"])
+    ended.wait()
+    monkeypatch.setattr(judge, "SHARED_MEMORY_FOLDER", str(tmp_path / "shm"))
+    monkeypatch.setattr(judge, "LEFTOVER_FOLDERS", (str(tmp_path / "tmp"),))
+    names = {"dead": f"{judge.STAGING_PREFIX}{ended.pid}-abc", "live": f"{judge.STAGING_PREFIX}{os.getpid()}-abc",
+             "other": "another-service"}
+    for folder in ("shm", "tmp"):
+        for name in names.values():
+            (tmp_path / folder / name).mkdir(parents=True)
+            _chain(tmp_path / folder / name, 3)
+    judge._remove_abandoned_staging()
+    actual = {folder: sorted(p.name for p in (tmp_path / folder).iterdir()) for folder in ("shm", "tmp")}
+    expected = sorted([names["live"], names["other"]])
+    assert actual == {"shm": expected, "tmp": expected}, f"only the ended judge's staging folders go: {actual}"

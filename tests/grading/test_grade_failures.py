@@ -897,3 +897,25 @@ def test_a_notebook_or_zip_is_read_whatever_the_case_of_its_suffix(tmp_path):
     actual = [[c.source for c in load_submission(p).cells] for p in (notebook, export)]
     assert actual == [["x = 1"], ["x = 1"]], f"cells read from the notebook and from the zip: {actual}"
     assert find_gradescope_submission(notebook.parent) == notebook, "Gradescope's folder is searched whatever the case"
+
+
+@pytest.mark.grading
+def test_the_results_are_written_before_what_the_student_left_is_removed(tiny_zip, tmp_path, monkeypatch):
+    """A twenty-eighth hostile review: a million folders in the working folder held the judge in its removal,
+    past the deadline, and the grading was stopped from outside with no results written. The results are now
+    written first, and the working folders removed after."""
+    from autograder import judge
+
+    results_path = tmp_path / "out" / "results.json"
+    seen = []
+    remove_tree = judge.remove_tree
+
+    def recording(path):
+        seen.append(results_path.is_file())
+        remove_tree(path)
+
+    monkeypatch.setattr(judge, "remove_tree", recording)
+    submission = notebook(tmp_path / "hw.ipynb", "answer = 42")
+    results = judge.grade_submission(tiny_zip, submission, results_path, judge.Limits(deadline=90))
+    assert results["tests"] and results_of(results_path) == results, "the results should be written"
+    assert seen == [True, True], f"results.json written when each working folder was removed: {seen}"
