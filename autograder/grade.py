@@ -349,13 +349,33 @@ def _run_grading(runner: str, autograder_zip: Path, staged: Path, original_name:
     try:
         proc = _run_stopping_politely(command, cwd=scratch, timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
-        return f"grading took longer than {timeout:.0f} seconds and was stopped."
+        written = _graded_results(produced / "results.json")
+        if written is None:
+            return f"grading took longer than {timeout:.0f} seconds and was stopped."
+        # the judge writes the results before it removes what the submission left, which may take long (a
+        # twenty-ninth review: a submission that left a million folders lost its results to this timeout)
+        _collect(produced, out_dir, staged.name, original_name)
+        written["output"] = (f"{written.get('output') or ''}\nThe grading was stopped after {timeout:.0f} seconds "
+                             "while it removed what the submission left; its results had been written.").strip()
+        (out_dir / "results.json").write_text(json.dumps(written, indent=2))
+        (out_dir / "grading.log").write_text(f"stopped after {timeout:.0f} seconds, after writing its results\n")
+        return None
     (out_dir / "grading.log").write_text(proc.stdout[-200_000:] + "\n" + proc.stderr[-200_000:])
     _collect(produced, out_dir, staged.name, original_name)
     if proc.returncode != 0 or not (out_dir / "results.json").is_file():
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
         return f"the autograder exited with code {proc.returncode}: {tail[0]}"
     return None
+
+
+def _graded_results(path: Path) -> dict | None:
+    """The results in ``path`` if they grade questions (a results dict with tests), else ``None``."""
+    try:
+        results = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return results if isinstance(results, dict) and isinstance(results.get("tests"), list) and results["tests"] \
+        else None
 
 
 #: Seconds a grading process past its timeout gets, after SIGTERM, to stop its student's processes and remove

@@ -1769,8 +1769,9 @@ def _grade(autograder_zip: Path, submission: Path, limits: Limits, started: floa
     finally:
         if session is not None:
             session.process.stop(clean=False)
-        later = [session.process.clean] if session is not None else []
-        later += [lambda: remove_tree(private), lambda: remove_tree(workdir)]
+        later = [lambda: remove_tree(private)]  # the judge's copy of the hidden tests first
+        later += [session.process.clean] if session is not None else []
+        later.append(lambda: remove_tree(workdir))
         if own_parent:
             later.append(lambda: _quietly(os.rmdir, parent))
         if slot_lock is not None:  # the slot is free once what its user left is gone

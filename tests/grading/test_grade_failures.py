@@ -919,3 +919,25 @@ def test_the_results_are_written_before_what_the_student_left_is_removed(tiny_zi
     results = judge.grade_submission(tiny_zip, submission, results_path, judge.Limits(deadline=90))
     assert results["tests"] and results_of(results_path) == results, "the results should be written"
     assert seen == [True, True], f"results.json written when each working folder was removed: {seen}"
+
+
+def test_results_written_before_the_timeout_are_kept(dummy_zip, tmp_path, monkeypatch):
+    """A twenty-ninth review: the judge wrote its results and was then stopped at ``grade``'s timeout while it
+    removed what the submission left; ``grade`` threw the results away ("grading took longer than...")."""
+    def written_then_stopped(command, cwd, timeout, env, **kwargs):
+        Path(command[5]).write_text(json.dumps(OTTER_RESULTS))
+        raise subprocess.TimeoutExpired(command, timeout)
+
+    def stopped(command, cwd, timeout, env, **kwargs):
+        raise subprocess.TimeoutExpired(command, timeout)
+
+    submission = tmp_path / "hw.ipynb"
+    submission.write_text("{}")
+    monkeypatch.setattr(grade_module, "_run_stopping_politely", written_then_stopped)
+    kept = grade_one(dummy_zip, submission, tmp_path / "kept", timeout=30)
+    monkeypatch.setattr(grade_module, "_run_stopping_politely", stopped)
+    lost = grade_one(dummy_zip, submission, tmp_path / "lost", timeout=30)
+    assert kept.error is None and kept.scores == question_scores(OTTER_RESULTS), f"kept: {kept}"
+    assert results_of(kept.results_path)["output"].endswith("its results had been written."), \
+        "the output should say the grading was stopped after writing its results"
+    assert lost.error == "grading took longer than 30 seconds and was stopped.", f"lost: {lost.error!r}"
