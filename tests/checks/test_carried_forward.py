@@ -1367,7 +1367,8 @@ TEMPLATE_FIGURES = {
     "ticks_inward_at_every_pixel": ({"after": lambda ax, shown, row: (
         ax.set_xticks(range(28)), ax.set_yticks(range(28)), ax.tick_params(direction="in", length=15, width=6))},
         "`fig_templates`' image 0 has grid lines or tick marks over more than 30% of it"),
-    "see_through_map": ({"cmap": _see_through("coolwarm", 0.62)}, "`fig_templates`' image 0 is drawn see-through"),
+    "see_through_map": ({"cmap": _see_through("coolwarm", 0.62)},  # refused by the map's own alpha first now
+                        "`fig_templates`' image 0 is drawn in a colour map with see-through colours"),
     "smeared": ({"after": lambda ax, shown, row: (ax.set_aspect("auto"), ax.figure.set_size_inches(40, 1.6))},
                 "`fig_templates`' image 0 is stretched"),
     # the fifteenth review's: decorations under every size limit, stroked, multiplied or moved over the image
