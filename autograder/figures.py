@@ -533,8 +533,8 @@ def _plain_pipelines(images: list[Any]):
         for im in images:
             norm, cmap = im.norm, im.get_cmap()
             low, high = (float(v) for v in im.get_clim())
-            table = np.array(np.asarray(cmap(np.arange(cmap.N)), dtype=np.float64), dtype=np.float64, copy=True)
-            plain = colors.ListedColormap(table.view(np.ndarray).copy(), name="plain").with_extremes(
+            table = np.array(cmap(np.arange(cmap.N)), dtype=np.float64)  # a plain ndarray, whatever the map held
+            plain = colors.ListedColormap(table, name="plain").with_extremes(
                 under=tuple(float(v) for v in cmap.get_under()), over=tuple(float(v) for v in cmap.get_over()),
                 bad=tuple(float(v) for v in cmap.get_bad()))
             kept.append((im, norm, cmap))
