@@ -1515,24 +1515,39 @@ def lock_down(paths: list[Path]) -> list[str]:
     return changed
 
 
-_USER_CHECKED: dict[str, str | None] = {}
+_USER_CHECKED: dict[int, str | None] = {}
+"""Why each uid probed cannot run this package (``None``: it can), by uid."""
+
+
+def _sandbox_account() -> pwd.struct_passwd:
+    """The passwd entry of :data:`SANDBOX_USER`, whose uid is slot 0 of :func:`_claim_sandbox`.
+
+    Raises :class:`RuntimeError` when there is no such user (student code is never run as root)."""
+    try:
+        return pwd.getpwnam(SANDBOX_USER)
+    except KeyError:
+        raise RuntimeError(f"grading as root, but user {SANDBOX_USER!r} does not exist; student code is never "
+                           "run as root") from None
+
+
+def _user_problem(uid: int, gid: int) -> str | None:
+    """Why ``uid`` cannot run this package with this interpreter (``None``: it can), probed once per judge."""
+    if uid not in _USER_CHECKED:
+        _USER_CHECKED[uid] = _probe_user(uid, gid)
+    return _USER_CHECKED[uid]
 
 
 def _sandbox_user() -> pwd.struct_passwd | None:
-    """The unprivileged user student code runs as, when grading runs as root and it can run Python."""
+    """The unprivileged user student code runs as, when grading runs as root and it can run Python.
+
+    A check for tests and tools: a grading probes the slot it claims instead (:func:`_claim_sandbox`)."""
     if not _is_root():
         return None
     try:
-        user = pwd.getpwnam(SANDBOX_USER)
-    except KeyError:
-        _USER_CHECKED[SANDBOX_USER] = f"user {SANDBOX_USER!r} does not exist"
+        user = _sandbox_account()
+    except RuntimeError:
         return None
-    if SANDBOX_USER not in _USER_CHECKED:
-        problem = _probe_user(user.pw_uid, user.pw_gid)
-        _USER_CHECKED[SANDBOX_USER] = None if problem is None else (
-            f"user {SANDBOX_USER!r} cannot run {sys.executable} with this package ({problem}); "
-            "bin/install makes the interpreter's folders traversable")
-    return user if _USER_CHECKED[SANDBOX_USER] is None else None
+    return user if _user_problem(user.pw_uid, user.pw_gid) is None else None
 
 
 def _probe_user(uid: int, gid: int) -> str | None:
@@ -1554,7 +1569,11 @@ def _claim_sandbox(user: pwd.struct_passwd) -> tuple[Any, int | None]:
     """A sandbox identity that no other grading on this machine holds now, and the lock holding it.
 
     Slot 0 is ``user`` itself; slot n an unnamed user ``SLOT_UID_BASE + n``
-    (skipped if it has a passwd entry or cannot run Python). Locks are
+    (skipped if it has a passwd entry or cannot run Python). Each slot's user
+    is probed (can it import this package?) only once its slot is held, so
+    a student of another grading, who runs as another uid, cannot kill the
+    probe (a code review: a student graded as ``nobody`` killed the next
+    grading's probe of ``nobody``, and that honest submission scored 0). Locks are
     ``flock``s on files in a folder only root can write; the lock is
     released when its descriptor is closed (or the judge dies). Processes
     left over by a judge that died are killed, and their shared memory
@@ -1562,17 +1581,28 @@ def _claim_sandbox(user: pwd.struct_passwd) -> tuple[Any, int | None]:
     run as ``nobody``, and its shared memory from before a grading is left
     alone, :class:`SharedMemoryKept`). When every
     slot is taken, or the folder cannot be trusted, ``user`` is shared.
+
+    Raises :class:`RuntimeError` when ``user`` (slot 0, or shared) cannot run
+    this package: student code is never run as root.
     """
     import fcntl
+
+    def shared() -> tuple[Any, None]:
+        problem = _user_problem(user.pw_uid, user.pw_gid)
+        if problem is not None:
+            raise RuntimeError(f"grading as root, but user {user.pw_name!r} cannot run {sys.executable} with this "
+                               f"package ({problem}); bin/install makes the interpreter's folders traversable; "
+                               "student code is never run as root")
+        return user, None
 
     folder = Path("/run/vision-autograder") if Path("/run").is_dir() else Path(tempfile.gettempdir()) / "vision-autograder-slots"
     try:
         folder.mkdir(mode=0o700, exist_ok=True)
         info = folder.lstat()
     except OSError:
-        return user, None
+        return shared()
     if not stat.S_ISDIR(info.st_mode) or info.st_uid != 0 or info.st_mode & 0o077:
-        return user, None
+        return shared()
     for slot in range(MAX_SLOTS):
         uid = user.pw_uid if slot == 0 else SLOT_UID_BASE + slot
         if slot:
@@ -1591,12 +1621,12 @@ def _claim_sandbox(user: pwd.struct_passwd) -> tuple[Any, int | None]:
             os.close(fd)
             continue
         if slot == 0:
+            try:
+                shared()
+            except BaseException:
+                os.close(fd)
+                raise
             return user, fd
-        if uid not in _USER_CHECKED:
-            _USER_CHECKED[uid] = _probe_user(uid, uid)
-        if _USER_CHECKED[uid] is not None:
-            os.close(fd)
-            continue
         for pid, (_, owner, _) in _process_table().items():
             if owner == uid:
                 try:
@@ -1604,8 +1634,11 @@ def _claim_sandbox(user: pwd.struct_passwd) -> tuple[Any, int | None]:
                 except OSError:
                     pass
         _remove_shared_memory_files(uid)  # and the shared memory such a judge's student left
+        if _user_problem(uid, uid) is not None:
+            os.close(fd)
+            continue
         return pwd.struct_passwd((f"{user.pw_name}+{slot}", "x", uid, uid, "", "/", "/bin/false")), fd
-    return user, None
+    return shared()
 
 
 def _prepare_shared_cache() -> None:
@@ -1706,14 +1739,14 @@ def _grade(autograder_zip: Path, submission: Path, limits: Limits, started: floa
     from otter.test_files.exception_test import ExceptionTestFile
 
     nb = load_submission(submission)
-    user = _sandbox_user()
+    user = None
     notes = []
     if _is_root():
+        # never run student code as root: it could read the references and write the results. The user is
+        # probed once its sandbox slot is held (_claim_sandbox)
+        user = _sandbox_account()
         lock_down([REPO / d for d in PRIVATE_DIRS])
         _prepare_shared_cache()
-        if user is None:  # never run student code as root: it could read the references and write the results
-            raise RuntimeError(f"grading as root, but {_USER_CHECKED.get(SANDBOX_USER)}; student code is never run "
-                               "as root")
     else:
         notes.append("not running as root: student code ran as this user, in its own process")
 

@@ -941,3 +941,50 @@ def test_results_written_before_the_timeout_are_kept(dummy_zip, tmp_path, monkey
     assert results_of(kept.results_path)["output"].endswith("its results had been written."), \
         "the output should say the grading was stopped after writing its results"
     assert lost.error == "grading took longer than 30 seconds and was stopped.", f"lost: {lost.error!r}"
+
+
+#: Kills every other process of its own user, for 60 seconds, as a student graded as ``nobody`` may.
+_KILLER = """
+import os, signal, time
+me, uid = os.getpid(), os.getuid()
+end = time.monotonic() + 60
+while time.monotonic() < end:
+    for name in os.listdir('/proc'):
+        if name.isdigit() and int(name) != me:
+            try:
+                if os.stat(f'/proc/{name}').st_uid == uid:
+                    os.kill(int(name), signal.SIGKILL)
+            except OSError:
+                pass
+"""
+
+
+@pytest.mark.grading
+@pytest.mark.skipif(os.geteuid() != 0, reason="only grading as root runs student code as a sandbox user")
+def test_a_student_graded_as_nobody_cannot_stop_the_next_gradings_check_of_its_user(tiny_zip, tmp_path, monkeypatch):
+    """A code review: with ``grade --jobs 2``, a student graded as ``nobody`` (sandbox slot 0) killed every
+    process of ``nobody``, among them the next grading's check that ``nobody`` can run Python, which the judge
+    made before claiming a slot; that honest submission got 0 ("cannot run ..."). Each slot's user is now
+    checked once its slot is held, so the neighbour's check runs as a uid the student cannot signal."""
+    import pwd
+
+    from autograder import judge
+
+    nobody = pwd.getpwnam(judge.SANDBOX_USER)
+    attacker, attackers_slot = judge._claim_sandbox(nobody)  # the hostile grading's slot
+    killer = subprocess.Popen([sys.executable, "-s", "-c", _KILLER], user=attacker.pw_uid, group=attacker.pw_gid,
+                              extra_groups=[], cwd="/", env={"PATH": os.environ.get("PATH", "")})
+    try:
+        time.sleep(1)  # the killer is running
+        monkeypatch.setattr(judge, "_USER_CHECKED", {})  # this judge has checked no user yet
+        submission = notebook(tmp_path / "hw.ipynb", "answer = 42")
+        results = judge.grade_submission(tiny_zip, submission, tmp_path / "results.json", judge.Limits(deadline=90))
+        still_killing = killer.poll() is None
+    finally:
+        killer.kill()
+        killer.wait()
+        if attackers_slot is not None:
+            os.close(attackers_slot)
+    assert still_killing, "the killer should have run throughout the neighbour's grading"
+    actual = {test["name"]: test.get("score") for test in results["tests"] if test["name"] != "Public Tests"}
+    assert actual == {"q1": 1.0}, f"the honest neighbour should be graded: {actual}, {results.get('output')!r}"
