@@ -36,9 +36,15 @@ def bundled_examples(name: str) -> list[Path]:
     return [built / "solution.ipynb", build_mod.STUDENT_TEMPLATE / name / f"{name}.ipynb", *examples]
 
 
+#: What a build prints beside its name, where its notebook runs long without printing (a newcomer's
+#: ``when_it_fails`` build was silent for 14.5 minutes, and looked hung).
+SLOW_BUILDS = {"when_it_fails": "it trains its networks: 5 to 15 minutes, silent"}
+
+
 def _build(names: list[str], run_tests: bool) -> int:
     for name in names:
-        print(f"building {name} (otter assign{'' if run_tests else ', tests not run'}) ...", flush=True)
+        slow = f"; {SLOW_BUILDS[name]}" if run_tests and name in SLOW_BUILDS else ""
+        print(f"building {name} (otter assign{'' if run_tests else ', tests not run'}{slow}) ...", flush=True)
         built = build_mod.build_assignment(name, run_tests=run_tests)
         print(f"  student version: {built.student_dir.relative_to(build_mod.REPO)}/")
         print(f"  autograder zip:  {built.autograder_zip.relative_to(build_mod.REPO)}")

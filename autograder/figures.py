@@ -283,6 +283,14 @@ MAX_DRAWN_MISMATCH = 0.1
 #: pixels: a cover needs to hide most of a cell, so pinholes at a few pixels (review twenty) do not pass.
 DRAWN_COLOUR_TOLERANCE = 40
 MIN_CELL_PIXELS_SHOWN = 0.5
+#: A drawn pixel shows its colour only when at least this opaque (0 to 255): Jupyter shows a figure's PNG over
+#: the notebook's own background, white or dark, so a pixel of alpha ``a`` moves up to ``255 - a`` towards it,
+#: which is past :data:`DRAWN_COLOUR_TOLERANCE` below this. A twenty-ninth hostile review kept every pixel's
+#: colour and made it 1/255 opaque (a filter on the figure, or a draw event's code writing the canvas's
+#: alpha): the images showed blank at full marks, since the draws were read without their alpha.
+MIN_SHOWN_ALPHA = 255 - DRAWN_COLOUR_TOLERANCE
+#: The colour :func:`_as_seen` gives a pixel too see-through to show one: no cell's colour is near it.
+_NO_COLOUR = -1000
 #: The grader's draw gives each image cell at least this many pixels a side (up to :data:`MAX_RENDER_DPI`):
 #: a one-pixel grid line through a cell's middle is then at most a quarter of its pixels across. The draw is
 #: never coarser than 72 dpi (points and pixels alike) nor finer than 400 (a 0.2-inch image of 28 cells, the
@@ -421,7 +429,7 @@ def _draw_and_compare(fig: Any) -> dict:
     shown: dict = {}
 
     def read_cells(event: Any) -> None:  # each draw of print_figure's; the last one is the cropped canvas's
-        drawn = np.asarray(event.renderer.buffer_rgba())[..., :3].astype(np.int16)
+        drawn = _as_seen(event.renderer.buffer_rgba())
         shown.clear()
         shown.update({id(im): _mismatch(im, drawn) for im in images})
 
@@ -433,7 +441,7 @@ def _draw_and_compare(fig: Any) -> dict:
             im.set_interpolation("nearest")
         fig.dpi = dpi
         _quiet_draw(canvas)
-        pixels = np.asarray(canvas.buffer_rgba())[..., :3].astype(np.int16)
+        pixels = _as_seen(canvas.buffer_rgba())
         out: dict = {id(im): _mismatch(im, pixels) for im in images}
         here = _artist_places(fig, canvas.get_renderer())
         # the second draw keeps the first one's layout: matplotlib's tight layout engine moves the Axes a little
@@ -468,11 +476,11 @@ def _draw_and_compare(fig: Any) -> dict:
         for scale in (1.0, 2.0):
             fig.dpi = min(max(own, MIN_FIGURE_DPI) * scale, budget)
             _quiet_draw(canvas)
-            as_drawn = np.asarray(canvas.buffer_rgba())[..., :3].astype(np.int16).copy()
+            as_drawn = _as_seen(canvas.buffer_rgba())
             boxes = {id(im): _drawn_box(im, canvas) for im in images}
             with _plain_pipelines(images):
                 _quiet_draw(canvas)
-                plain = np.asarray(canvas.buffer_rgba())[..., :3].astype(np.int16)
+                plain = _as_seen(canvas.buffer_rgba())
             for im in images:
                 share = _pixels_differing(as_drawn, plain, boxes[id(im)])
                 out[("pipeline", id(im))] = max(out.get(("pipeline", id(im)), 0.0), share)
@@ -486,6 +494,17 @@ def _draw_and_compare(fig: Any) -> dict:
         if canvas is not old_canvas:
             fig.set_canvas(old_canvas)
     return out
+
+
+def _as_seen(rgba: Any) -> Any:
+    """A draw's pixels (``(H, W, 4)`` bytes, Agg's straight alpha) as ``(H, W, 3)`` int16 colours, each pixel
+    less opaque than :data:`MIN_SHOWN_ALPHA` as :data:`_NO_COLOUR` (a copy: the canvas may be drawn again)."""
+    import numpy as np
+
+    rgba = np.asarray(rgba)
+    seen = rgba[..., :3].astype(np.int16)
+    seen[rgba[..., 3] < MIN_SHOWN_ALPHA] = _NO_COLOUR
+    return seen
 
 
 def _drawn_box(image: Any, canvas: Any) -> tuple[int, int, int, int] | None:
@@ -666,7 +685,11 @@ def _size_inches(fig: Any) -> tuple[float, float]:
 def _mismatch(image: Any, pixels: Any) -> float:
     """The share of ``image``'s cells (:func:`drawn_mismatch`) that fewer than :data:`MIN_CELL_PIXELS_SHOWN` of
     their pixels in ``pixels`` (the drawn figure, ``(H, W, 3)``, rows from the top) show in their own colour,
-    within :data:`DRAWN_COLOUR_TOLERANCE`; cells no pixel's centre falls in are not counted (1.0 if none is)."""
+    within :data:`DRAWN_COLOUR_TOLERANCE`; a cell whose centre is off the canvas is not shown, and other cells
+    no pixel's centre falls in are not counted (1.0 if none is).
+
+    Off the canvas: a twenty-ninth hostile review set ``savefig.pad_inches`` to -1.45, so that Jupyter's display,
+    cropped to the figure's contents less that, cut the images away; the cells cut away were not counted."""
     import numpy as np
 
     own = cell_colours(image)[..., :3].astype(np.int16)
@@ -691,6 +714,10 @@ def _mismatch(image: Any, pixels: Any) -> float:
     shown = np.abs(drawn - own.reshape(-1, 3)[cell]).max(axis=1) <= DRAWN_COLOUR_TOLERANCE
     counts = np.bincount(cell, minlength=rows * columns).reshape(rows, columns)
     good = np.bincount(cell, weights=shown, minlength=rows * columns).reshape(rows, columns)
+    cx, cy = np.meshgrid(np.arange(columns), np.arange(rows))
+    centres = transform.transform(np.stack([cx.ravel(), cy.ravel()], axis=1)).reshape(rows, columns, 2)
+    off = ~((centres[..., 0] >= 0) & (centres[..., 0] < width) & (centres[..., 1] >= 0) & (centres[..., 1] < height))
+    counts[off & (counts == 0)] = 1  # cut away: judged, and not shown
     if rows >= 5 and columns >= 5:
         counts, good = counts[1:-1, 1:-1], good[1:-1, 1:-1]
     judged = counts > 0
@@ -782,8 +809,13 @@ def axes_problems(ax: Any) -> list[str]:
     return problems
 
 
+#: The most padding (inches) around a figure's contents that Jupyter's display may add (``savefig.pad_inches``).
+MAX_PAD_INCHES = 1.0
+
+
 def figure_problems(fig: Any) -> list[str]:
     """What about ``fig`` keeps its images from showing, each as the rest of a sentence about the figure."""
+    import matplotlib
     from matplotlib.text import Text
 
     problems = []
@@ -795,6 +827,24 @@ def figure_problems(fig: Any) -> list[str]:
     if engine is not None and type(engine).__name__ not in LAYOUT_ENGINES:
         problems.append(f"is laid out by a layout engine of its own ({type(engine).__name__}), which can move its "
                         "Axes anywhere: use matplotlib's (layout=\"constrained\" or tight_layout)")
+    try:
+        at_draw = len(fig.canvas.callbacks.callbacks.get("draw_event") or {})
+    except Exception:  # noqa: BLE001 - a canvas without matplotlib's callback registry runs none
+        at_draw = 0
+    filtered = [artist for artist in fig.findobj(include_self=True) if artist.get_agg_filter() is not None]
+    if filtered:  # a figure's own filter runs after its draw event: the third draw of _draw_and_compare reads before
+        problems.append(f"draws {len(filtered)} of its artists through a filter (set_agg_filter), which can "
+                        "change what is shown: draw it without filters")
+    pad = matplotlib.rcParams["savefig.pad_inches"]
+    if pad != "layout" and not (isinstance(pad, (int, float)) and 0 <= pad <= MAX_PAD_INCHES):
+        # Jupyter shows a figure cropped to its contents plus this pad: -1.45 cut the images to a strip 7
+        # pixels tall (a twenty-ninth hostile review), 30 shrank them to a corner of a picture 6,600 pixels wide
+        shown = f"{pad:g}" if isinstance(pad, (int, float)) else repr(pad)
+        problems.append(f"is shown with {shown} inches around its contents (rcParams[\"savefig.pad_inches\"]), "
+                        f"which crops it or shrinks it in Jupyter: keep matplotlib's 0.1 (0 to {MAX_PAD_INCHES:g})")
+    if at_draw:  # a twenty-ninth hostile review's rewrote the canvas's pixels after every draw
+        problems.append("runs code of its own after each draw (canvas.mpl_connect(\"draw_event\", ...)), which "
+                        "can change what is shown: draw it without")
     texts = sorted({p for p in map(_text_problem, fig.texts) if p})
     if texts:
         problems.append(f"has {', '.join(texts)} on it, which can cover its Axes")

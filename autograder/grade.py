@@ -221,7 +221,7 @@ def _limit_flags(limits: Limits | None) -> list[str]:
             for f in fields(limits) for value in [getattr(limits, f.name)]]
 
 
-def protect_inputs(submissions: list[Path], out_dir: Path) -> list[str]:
+def protect_inputs(submissions: list[Path], out_dir: Path) -> dict[str, int]:
     """When grading runs as root: make the submissions, their folders and ``out_dir`` unreadable to other users.
 
     Student code runs as another, unprivileged user (``autograder.judge``),
@@ -229,17 +229,23 @@ def protect_inputs(submissions: list[Path], out_dir: Path) -> list[str]:
     file names, which may name students) and the results written so far.
     Files and folders lose every permission of "group" and "other"; a folder
     with the sticky bit (``/tmp``) or ``/`` is left as it is (its files are
-    still locked), as is a symbolic link. ``out_dir`` is created if missing.
+    still locked), as is a symbolic link. A folder the sandbox user must pass
+    through to run Python (one leading to the interpreter, this package or
+    the temporary folder, :func:`_on_the_sandbox_users_way`) keeps "x" for
+    group and other: a newcomer graded a notebook kept in the repository's
+    root, which became 0700, and every later grading failed ("user 'nobody'
+    cannot run ..."). ``out_dir`` is created if missing.
 
     Returns:
-        the paths whose mode changed (empty when not running as root).
+        ``{path: its mode before}`` for each path whose mode changed (empty
+        when not running as root): :func:`restore_modes` puts them back.
     """
     if os.geteuid() != 0:
-        return []
+        return {}
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = [out_dir] + [Path(s) for s in submissions] + sorted({Path(s).absolute().parent for s in submissions})
-    changed = []
+    changed = {}
     for path in dict.fromkeys(paths):
         try:
             info = path.lstat()
@@ -247,10 +253,36 @@ def protect_inputs(submissions: list[Path], out_dir: Path) -> list[str]:
             continue  # a missing submission gets its own "does not exist" results
         if stat.S_ISLNK(info.st_mode) or str(path) == "/" or (stat.S_ISDIR(info.st_mode) and info.st_mode & stat.S_ISVTX):
             continue
-        if info.st_mode & 0o077:
-            path.chmod(stat.S_IMODE(info.st_mode) & ~0o077)
-            changed.append(str(path))
+        mode = stat.S_IMODE(info.st_mode)
+        kept = 0o011 if stat.S_ISDIR(info.st_mode) and _on_the_sandbox_users_way(path) else 0
+        locked = mode & ~(0o077 & ~kept)
+        if locked != mode:
+            path.chmod(locked)
+            changed[str(path)] = mode
     return changed
+
+
+def _on_the_sandbox_users_way(folder: Path) -> bool:
+    """Whether ``folder`` leads to (or is) the interpreter's, this package's or the temporary folder, which the
+    sandbox user must pass through (``bin/install`` gives them ``o+x``)."""
+    ways = {Path(sys.executable).absolute(), Path(sys.executable).resolve(), Path(sys.prefix).resolve(),
+            Path(__file__).resolve().parent, Path(tempfile.gettempdir()).resolve()}
+    folder = folder.absolute()
+    resolved = folder.resolve()
+    return any(f == way or f in way.parents for way in ways for f in (folder, resolved))
+
+
+def restore_modes(changed: Mapping[str, int], out_dir: Path | None = None) -> None:
+    """Give the paths :func:`protect_inputs` changed (``{path: mode}``) their modes back, once no student code runs: the
+    instructor's notebooks and folders (the committed student versions, graded by ``bin/demo``) are left as
+    they were. ``out_dir`` keeps its locked mode: it holds the scores."""
+    for path, mode in changed.items():
+        if out_dir is not None and Path(path) == Path(out_dir):
+            continue
+        try:
+            os.chmod(path, mode, follow_symlinks=False)
+        except (OSError, NotImplementedError):
+            pass
 
 
 #: A submission's folder is searched this many levels down for its notebook (Gradescope unpacks an uploaded
@@ -434,7 +466,15 @@ def grade_one(autograder_zip: Path, submission: Path, out_dir: Path, timeout: fl
     if not autograder_zip.is_file():
         raise FileNotFoundError(f"no autograder zip at {autograder_zip}: run `python -m autograder build` first")
     out_dir.mkdir(parents=True, exist_ok=True)
-    protect_inputs([submission], out_dir)
+    changed = protect_inputs([submission], out_dir)
+    try:
+        return _grade_one(autograder_zip, submission, out_dir, limits, timeout, threads, runner)
+    finally:
+        restore_modes(changed, out_dir)
+
+
+def _grade_one(autograder_zip: Path, submission: Path, out_dir: Path, limits: Limits | None, timeout: float,
+               threads: int | None, runner: str) -> GradeResult:
     results_path = out_dir / "results.json"
     results_path.unlink(missing_ok=True)
     started = time.perf_counter()
@@ -481,11 +521,20 @@ def grade_many(autograder_zip: Path, submissions: list[Path], out_dir: Path, job
     :func:`grade_one`; they are checked before any grading starts
     (``ValueError``).
     """
-    from autograder import answers_cache
-
     judge_limits(limits, timeout, runner)  # bad limits fail here, before any grading
     out_dir = Path(out_dir)
-    protect_inputs([Path(s) for s in submissions], out_dir)  # before the first student code runs
+    changed = protect_inputs([Path(s) for s in submissions], out_dir)  # before the first student code runs
+    try:
+        return _grade_many(autograder_zip, submissions, out_dir, jobs, timeout, progress, runner, answers_dir, limits)
+    finally:
+        restore_modes(changed, out_dir)
+
+
+def _grade_many(autograder_zip: Path, submissions: list[Path], out_dir: Path, jobs: int, timeout: float | None,
+                progress: bool, runner: str, answers_dir: Path | None,
+                limits: Limits | Mapping[str, float] | None) -> list[GradeResult]:
+    from autograder import answers_cache
+
     labels = batch_labels([Path(s) for s in submissions])
 
     threads = max(1, (os.cpu_count() or 1) // max(1, jobs)) if jobs > 1 else None

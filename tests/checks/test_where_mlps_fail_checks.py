@@ -843,7 +843,7 @@ def _drawn_otherwise(fig, how: str):
     ("two_slope_norm_at_zero", None),
     ("axis_off", None),
     ("RdBu_r_colours_of_your_own", None),
-    ("figure_filtered_white", "`fig.axes[0]` does not show its values when the figure is drawn"),
+    ("figure_filtered_white", "the figure holding `fig.axes[0]` draws 1 of its artists through a filter"),
     ("maps_axes_animated", "`fig.axes[2]` does not show its values when the figure is drawn"),
     ("minor_grid_wide_and_white", "`fig.axes[1]` does not show its values when the figure is drawn"),
     ("style_of_ones_own", None),
@@ -860,6 +860,58 @@ def test_q3_6_drawn_so_that_it_shows_something_else_fails_in_the_notebook_and_cr
         else:
             actual = failure_message(checks.check_q3_6, figure, x, vertical, horizontal)
             assert actual.startswith(expected), f"{how} ({where}): expected {expected!r}, got {actual!r}"
+
+
+def _faint(fig):
+    """The twenty-ninth hostile review's: after every draw, each pixel keeps its colour and is 1/255 opaque."""
+    def faint(event):
+        np.asarray(event.renderer.buffer_rgba())[..., 3] = 1
+
+    fig.canvas.mpl_connect("draw_event", faint)
+    return fig
+
+
+@pytest.mark.parametrize("how, expected", [
+    ("see_through_filter", "the figure holding `fig.axes[0]` draws 1 of its artists through a filter"),
+    ("see_through_at_each_draw", "the figure holding `fig.axes[0]` runs code of its own after each draw"),
+    ("cropped_by_a_negative_pad", "the figure holding `fig.axes[0]` is shown with -1.45 inches around its contents"),
+    ("padded_by_30_inches", "the figure holding `fig.axes[0]` is shown with 30 inches around its contents"),
+])
+def test_q3_6_a_figure_shown_see_through_or_cropped_fails(answers, figure_factory, how, expected):
+    """A twenty-ninth hostile review: a filter on the figure, or a draw event's code, that kept every pixel's
+    colour and made it 1/255 opaque (Jupyter showed the page behind it), and ``savefig.pad_inches`` of -1.45,
+    which cropped Jupyter's display to a strip 7 pixels tall; each passed at full marks."""
+    x, vertical, horizontal = answers["x"], answers["vertical"], answers["horizontal"]
+    fig = figure_factory(x, vertical, horizontal)
+    pad = {"cropped_by_a_negative_pad": -1.45, "padded_by_30_inches": 30}.get(how, 0.1)
+    if how == "see_through_filter":
+        fig.set_agg_filter(lambda rgba, dpi: (np.concatenate([rgba[..., :3], rgba[..., 3:] * 0 + 1 / 255], -1), 0, 0))
+    elif how == "see_through_at_each_draw":
+        _faint(fig)
+    with matplotlib.rc_context({"savefig.pad_inches": pad}):
+        crossed = _crossed(fig)
+        for where, figure in (("notebook", fig), ("crossed", crossed)):
+            actual = failure_message(checks.check_q3_6, figure, x, vertical, horizontal)
+            assert actual.startswith(expected), f"{how} ({where}): expected {expected!r}, got {actual!r}"
+
+
+@pytest.mark.parametrize("how", ["see_through_at_each_draw", "cropped_by_a_negative_pad"])
+def test_the_draws_read_each_pixels_alpha_and_count_cells_cut_away(answers, figure_factory, how):
+    """The draws themselves, whatever other check refuses these figures first: a pixel 1/255 opaque shows no
+    colour (it was read without its alpha), and a cell cropped off Jupyter's canvas is not shown (it was not
+    counted)."""
+    from autograder import figures
+
+    fig = figure_factory(answers["x"], answers["vertical"], answers["horizontal"])
+    pad = -1.45 if how == "cropped_by_a_negative_pad" else 0.1
+    if how == "see_through_at_each_draw":
+        _faint(fig)
+    with matplotlib.rc_context({"savefig.pad_inches": pad}):
+        actual = [figures.drawn_mismatch(ax.images[0]) for ax in fig.axes]
+    assert min(actual) > 0.9, f"{how}: the share of each image's cells not shown should be near 1: {actual}"
+    honest = figure_factory(answers["x"], answers["vertical"], answers["horizontal"])
+    actual = [figures.drawn_mismatch(ax.images[0]) for ax in honest.axes]
+    assert max(actual) == 0.0, f"the lesson's figure shows every cell: {actual}"
 
 
 def test_q3_6_axes_array_instead_of_figure_fails(answers, figure_factory):

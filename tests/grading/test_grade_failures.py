@@ -690,7 +690,7 @@ answer = 42'''
 @pytest.mark.skipif(os.geteuid() != 0, reason="only grading as root runs student code as another user")
 def test_grading_as_root_makes_submissions_and_results_unreadable_to_other_users(tmp_path):
     """The newcomer's finding: student code (another user) could list and read the batch's other submissions."""
-    from autograder.grade import protect_inputs
+    from autograder.grade import protect_inputs, restore_modes
 
     subs = tmp_path / "subs"
     subs.mkdir(mode=0o755)
@@ -711,7 +711,35 @@ def test_grading_as_root_makes_submissions_and_results_unreadable_to_other_users
     expected = {"subs": 0o700, "Jane Doe.ipynb": 0o600, "mallory.ipynb": 0o600, "graded": 0o700,
                 "sticky": 0o1777, "alone.ipynb": 0o600}
     assert actual == expected, f"modes after protect_inputs: { {k: oct(v) for k, v in actual.items()} }"
-    assert str(sticky) not in changed and str(subs) in changed, changed
+    assert str(sticky) not in changed and changed.get(str(subs)) == 0o755, changed
+    restore_modes(changed, out)
+    actual = {p.name: stat.S_IMODE(p.stat().st_mode) for p in (subs, mine, theirs, out, sticky, loose)}
+    expected = {"subs": 0o755, "Jane Doe.ipynb": 0o644, "mallory.ipynb": 0o644, "graded": 0o700,
+                "sticky": 0o1777, "alone.ipynb": 0o644}
+    assert actual == expected, f"modes given back after the batch: { {k: oct(v) for k, v in actual.items()} }"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only grading as root runs student code as another user")
+def test_a_folder_on_the_way_to_the_interpreter_stays_traversable(tmp_path, monkeypatch):
+    """A newcomer graded a notebook kept in the repository's root as root: the root became 0700, the sandbox
+    user could no longer reach the interpreter in ``.venv/``, and every later grading failed."""
+    from autograder import grade as grade_module
+    from autograder.grade import protect_inputs, restore_modes
+
+    repo = tmp_path / "repo"
+    interpreter = repo / ".venv" / "bin" / "python"
+    interpreter.parent.mkdir(parents=True)
+    interpreter.write_text("")
+    repo.chmod(0o755)
+    submission = repo / "alice.ipynb"
+    submission.write_text("{}")
+    monkeypatch.setattr(grade_module.sys, "executable", str(interpreter))
+    changed = protect_inputs([submission], tmp_path / "graded")
+    actual = {p.name: oct(stat.S_IMODE(p.stat().st_mode)) for p in (repo, submission)}
+    assert actual == {"repo": oct(0o711), "alice.ipynb": oct(0o600)}, \
+        f"the repository keeps others' traverse permission, the notebook is locked: {actual}"
+    restore_modes(changed, tmp_path / "graded")
+    assert stat.S_IMODE(repo.stat().st_mode) == 0o755, "the repository's mode is given back after the batch"
 
 
 # ---------------------------------------------------------------- load_submission: sizes
