@@ -811,6 +811,26 @@ def axes_problems(ax: Any) -> list[str]:
 
 #: The most padding (inches) around a figure's contents that Jupyter's display may add (``savefig.pad_inches``).
 MAX_PAD_INCHES = 1.0
+#: The farthest (inches) a figure's contents may reach beyond its edge. Jupyter shows a figure cropped to its
+#: contents (``bbox_inches="tight"``) and fits the picture to the page's width: a thirtieth hostile review put a
+#: white dot at 40 figure widths to the right, and 16 templates showed 22 pixels tall, at full marks.
+MAX_OVERHANG_INCHES = 2.0
+
+
+def _overhang_inches(fig: Any) -> float:
+    """How far (inches) ``fig``'s contents, as ``bbox_inches="tight"`` measures them, reach beyond its edge on the
+    farthest side; 0 when they stay on it (or cannot be measured)."""
+    import math
+
+    try:
+        box = fig.get_tightbbox(_renderer(fig))
+    except Exception:  # noqa: BLE001 - a figure that cannot be measured is judged by its draws
+        return 0.0
+    if box is None:
+        return 0.0
+    width, height = _size_inches(fig)
+    overhang = max(-box.x0, -box.y0, box.x1 - width, box.y1 - height, 0.0)
+    return overhang if math.isfinite(overhang) else math.inf
 
 
 def figure_problems(fig: Any) -> list[str]:
@@ -836,12 +856,17 @@ def figure_problems(fig: Any) -> list[str]:
         problems.append(f"draws {len(filtered)} of its artists through a filter (set_agg_filter), which can "
                         "change what is shown: draw it without filters")
     pad = matplotlib.rcParams["savefig.pad_inches"]
-    if pad != "layout" and not (isinstance(pad, (int, float)) and 0 <= pad <= MAX_PAD_INCHES):
+    if not (isinstance(pad, (int, float)) and 0 <= pad <= MAX_PAD_INCHES):
         # Jupyter shows a figure cropped to its contents plus this pad: -1.45 cut the images to a strip 7
         # pixels tall (a twenty-ninth hostile review), 30 shrank them to a corner of a picture 6,600 pixels wide
         shown = f"{pad:g}" if isinstance(pad, (int, float)) else repr(pad)
         problems.append(f"is shown with {shown} inches around its contents (rcParams[\"savefig.pad_inches\"]), "
                         f"which crops it or shrinks it in Jupyter: keep matplotlib's 0.1 (0 to {MAX_PAD_INCHES:g})")
+    overhang = _overhang_inches(fig)
+    if overhang > MAX_OVERHANG_INCHES:
+        problems.append(f"has contents reaching {overhang:.3g} inches beyond its edge (text, labels or Axes placed "
+                        "outside it), so Jupyter's display, cropped to its contents and fitted to the page, shrinks "
+                        "the images: keep everything on the figure")
     if at_draw:  # a twenty-ninth hostile review's rewrote the canvas's pixels after every draw
         problems.append("runs code of its own after each draw (canvas.mpl_connect(\"draw_event\", ...)), which "
                         "can change what is shown: draw it without")

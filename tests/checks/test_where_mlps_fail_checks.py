@@ -876,6 +876,10 @@ def _faint(fig):
     ("see_through_at_each_draw", "the figure holding `fig.axes[0]` runs code of its own after each draw"),
     ("cropped_by_a_negative_pad", "the figure holding `fig.axes[0]` is shown with -1.45 inches around its contents"),
     ("padded_by_30_inches", "the figure holding `fig.axes[0]` is shown with 30 inches around its contents"),
+    # a thirtieth review's: a white dot 40 figure widths away, so Jupyter's cropped display, fitted to the page,
+    # showed the images 6 pixels tall
+    ("a_dot_40_figure_widths_away", "the figure holding `fig.axes[0]` has contents reaching 4"),
+    ("a_title_of_110_characters", None),  # honest: it reaches 1.7 inches past the edge
 ])
 def test_q3_6_a_figure_shown_see_through_or_cropped_fails(answers, figure_factory, how, expected):
     """A twenty-ninth hostile review: a filter on the figure, or a draw event's code, that kept every pixel's
@@ -888,9 +892,17 @@ def test_q3_6_a_figure_shown_see_through_or_cropped_fails(answers, figure_factor
         fig.set_agg_filter(lambda rgba, dpi: (np.concatenate([rgba[..., :3], rgba[..., 3:] * 0 + 1 / 255], -1), 0, 0))
     elif how == "see_through_at_each_draw":
         _faint(fig)
+    elif how == "a_dot_40_figure_widths_away":
+        fig.text(40, 0.5, ".", color="white")
+    elif how == "a_title_of_110_characters":
+        fig.axes[0].set_title("the trousers, as the lesson shows them, before the vertical and horizontal edge "
+                              "filters are applied to them")
     with matplotlib.rc_context({"savefig.pad_inches": pad}):
         crossed = _crossed(fig)
         for where, figure in (("notebook", fig), ("crossed", crossed)):
+            if expected is None:
+                assert checks.check_q3_6(figure, x, vertical, horizontal) is None, f"{how} should pass ({where})"
+                continue
             actual = failure_message(checks.check_q3_6, figure, x, vertical, horizontal)
             assert actual.startswith(expected), f"{how} ({where}): expected {expected!r}, got {actual!r}"
 
