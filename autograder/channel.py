@@ -44,8 +44,14 @@ MAX_PICKLE = 4 * 1024 * 1024
 #: references each time they are reached (a few bytes of pickle can describe
 #: a tree of 2**64 nodes).
 MAX_NODES = 1_000_000
-#: Most Axes a figure may have, and images in one Axes, to be rebuilt by the judge.
+#: Most Axes a figure may have, and inset Axes in all, to be rebuilt by the judge; four times as many images in
+#: all, and as many stand-ins for what else an Axes draws as it has Axes. Rebuilt, an Axes costs the judge about
+#: 0.2 MB and 10 ms, an image or a stand-in about 20 KB: a figure at most about 100 MB and 3 seconds.
 MAX_AXES = 64
+#: Most figures one payload rebuilds; the same description sent again is the same figure, rebuilt once (a
+#: thirtieth hostile review referenced one description many times, each rebuilt with 4,160 Axes: 7 GB). An
+#: assignment grades one figure.
+MAX_FIGURES = 2
 #: Most numbers (summed over its parameter tensors) a student's ``nn.Module``
 #: may hold for its parameters to cross with it: the largest network an
 #: assignment asks for has about 0.4 million; 4 million float32 are 16 MB.
@@ -228,7 +234,7 @@ def _allowed_global(name: str) -> bool:
 
 
 def _check_pickle_globals(payload: bytes) -> None:
-    """Refuse a payload whose pickles name a global :func:`encode` never writes (:data:`_PICKLE_GLOBALS`).
+    """Refuse a payload whose pickles do what :func:`encode`'s values never do (:func:`_check_pickle_program`).
 
     ``torch.load(weights_only=True)`` runs no code of the sender's, but some of
     the globals it allows allocate what their arguments say: a
@@ -238,26 +244,151 @@ def _check_pickle_globals(payload: bytes) -> None:
     ordered dicts and complex numbers, as ``GLOBAL`` opcodes.
 
     Raises:
-        ValueError: naming the global (or the opcode) refused.
+        ValueError: naming the global, the opcode or the call refused.
     """
-    import pickletools
     import zipfile
 
     with zipfile.ZipFile(io.BytesIO(payload)) as archive:
         for info in archive.infolist():
-            if not info.filename.endswith(".pkl"):
-                continue
-            try:
-                for opcode, argument, _ in pickletools.genops(archive.read(info)):
-                    if opcode.name == "GLOBAL" and not _allowed_global(str(argument)):
-                        raise ValueError(f"a value built by {str(argument)[:100]!r}, which the judge does not read")
-                    if opcode.name in ("STACK_GLOBAL", "INST", "OBJ"):
-                        raise ValueError(f"a value built through the pickle opcode {opcode.name}, which the judge "
-                                         "does not read")
-            except ValueError:
-                raise
-            except Exception as err:  # noqa: BLE001 - a malformed pickle
-                raise ValueError(f"a malformed pickle ({type(err).__name__})") from None
+            if info.filename.endswith(".pkl"):
+                try:
+                    _check_pickle_program(archive.read(info))
+                except ValueError:
+                    raise
+                except Exception as err:  # noqa: BLE001 - a malformed pickle
+                    raise ValueError(f"a malformed pickle ({type(err).__name__})") from None
+
+
+#: The pickle opcodes ``torch.save``'s protocol 2 writes for :func:`encode`'s values; any other is refused.
+_PICKLE_OPCODES = frozenset({
+    "PROTO", "STOP", "GLOBAL", "REDUCE", "BINPERSID", "MARK", "TUPLE", "TUPLE1", "TUPLE2", "TUPLE3", "EMPTY_TUPLE",
+    "EMPTY_LIST", "APPEND", "APPENDS", "EMPTY_DICT", "SETITEM", "SETITEMS", "NONE", "NEWTRUE", "NEWFALSE", "BININT",
+    "BININT1", "BININT2", "LONG1", "BINFLOAT", "BINUNICODE", "BINPUT", "LONG_BINPUT", "BINGET", "LONG_BINGET"})
+# What :func:`_check_pickle_program` knows of a value on the pickle's stack: a kind, a ``("global", name)``, a
+# ``("tuple", kinds)`` or a ``("call", name)`` (what a ``REDUCE`` of that global made).
+_INT, _FLOAT, _BOOL, _NONE, _STR, _LIST, _DICT, _STORAGE = "int", "float", "bool", "None", "str", "list", "dict", \
+    "storage"
+_PUSHED = {"BININT": _INT, "BININT1": _INT, "BININT2": _INT, "LONG1": _INT, "BINFLOAT": _FLOAT, "NEWTRUE": _BOOL,
+           "NEWFALSE": _BOOL, "NONE": _NONE, "BINUNICODE": _STR, "EMPTY_LIST": _LIST, "EMPTY_DICT": _DICT}
+_EMPTY_ORDERED_DICT = ("call", "collections OrderedDict")
+
+
+def _check_pickle_program(data: bytes) -> None:
+    """Follow a pickle's opcodes with the kind of each value on its stack instead of the value, and refuse an
+    opcode, a global or a call :func:`encode`'s values never make.
+
+    The globals allowed (:func:`_allowed_global`) are safe only when called as
+    ``torch.save`` calls them: a thirtieth hostile review called
+    ``OrderedDict`` on a view of 2 million rows of a few bytes of storage, and
+    ``torch.load`` built 6.9 GB of row tensors. So ``OrderedDict`` is only
+    called with no arguments (and never filled), ``torch.Size`` with a tuple
+    of ints, ``complex`` with numbers, and the tensor rebuilds with a storage,
+    an offset, a size and strides of ints, a flag and an empty ``OrderedDict``.
+
+    Raises:
+        ValueError: naming what is refused; an ``IndexError`` or ``KeyError``
+            for a pickle that is not well formed (an empty stack, a memo never
+            stored).
+    """
+    import pickletools
+
+    stack: list = []
+    marks: list[list] = []
+    memo: dict[int, Any] = {}
+    for opcode, argument, _ in pickletools.genops(data):
+        name = opcode.name
+        if name not in _PICKLE_OPCODES:
+            raise ValueError(f"a value built through the pickle opcode {name}, which the judge does not read")
+        if name in _PUSHED:
+            stack.append(_PUSHED[name])
+        elif name == "GLOBAL":
+            if not _allowed_global(str(argument)):
+                raise ValueError(f"a value built by {str(argument)[:100]!r}, which the judge does not read")
+            stack.append(("global", str(argument)))
+        elif name == "MARK":
+            marks.append(stack)
+            stack = []
+        elif name == "TUPLE":
+            items = tuple(stack)
+            stack = marks.pop()
+            stack.append(("tuple", items))
+        elif name in ("TUPLE1", "TUPLE2", "TUPLE3"):
+            n = int(name[-1])
+            if len(stack) < n:
+                raise IndexError("a tuple of more values than the stack holds")
+            items = tuple(stack[-n:])
+            del stack[-n:]
+            stack.append(("tuple", items))
+        elif name == "EMPTY_TUPLE":
+            stack.append(("tuple", ()))
+        elif name in ("APPEND", "APPENDS", "SETITEM", "SETITEMS"):
+            if name == "APPEND":
+                stack.pop()
+            elif name == "SETITEM":
+                del stack[-2:]
+            else:
+                stack = marks.pop()
+            if stack[-1] != (_LIST if name.startswith("APPEND") else _DICT):
+                raise ValueError(f"a pickle that fills a {_kind_name(stack[-1])} through {name}, which the "
+                                 "judge does not read")
+        elif name in ("BINPUT", "LONG_BINPUT"):
+            memo[int(argument)] = stack[-1]
+        elif name in ("BINGET", "LONG_BINGET"):
+            stack.append(memo[int(argument)])
+        elif name == "BINPERSID":
+            key = stack.pop()
+            if not (isinstance(key, tuple) and key[0] == "tuple" and len(key[1]) == 5
+                    and key[1][0] == _STR and _is_global(key[1][1], "Storage") and key[1][2:] == (_STR, _STR, _INT)):
+                raise ValueError("a pickle that loads something other than a storage, which the judge does not read")
+            stack.append(_STORAGE)
+        elif name == "REDUCE":
+            arguments, function = stack.pop(), stack.pop()
+            stack.append(_check_call(function, arguments))
+
+
+def _is_global(kind: Any, ending: str = "") -> bool:
+    return isinstance(kind, tuple) and kind[0] == "global" and kind[1].endswith(ending)
+
+
+def _kind_name(kind: Any) -> str:
+    if isinstance(kind, str):
+        return kind
+    return {"global": f"global {kind[1]!r}", "call": f"value built by {kind[1]!r}"}.get(kind[0], "tuple")
+
+
+def _check_call(function: Any, arguments: Any) -> tuple:
+    """The kind a ``REDUCE`` of ``function`` on ``arguments`` makes, if ``torch.save`` writes such a call.
+
+    Raises:
+        ValueError: a call of something not a global, or with arguments ``torch.save`` never writes for it.
+    """
+    if not _is_global(function):
+        raise ValueError(f"a pickle that calls a {_kind_name(function)}, which the judge does not read")
+    name = function[1]
+    items = arguments[1] if isinstance(arguments, tuple) and arguments[0] == "tuple" else None
+
+    def ints(kind: Any) -> bool:
+        return isinstance(kind, tuple) and kind[0] == "tuple" and all(k == _INT for k in kind[1])
+
+    if items is None:
+        fits = False
+    elif name == "collections OrderedDict":
+        fits = items == ()
+    elif name == "torch Size":
+        fits = len(items) == 1 and ints(items[0])
+    elif name in ("__builtin__ complex", "builtins complex"):
+        fits = 1 <= len(items) <= 2 and all(k in (_INT, _FLOAT) for k in items)
+    elif name.startswith("torch._utils _rebuild_tensor_v"):
+        # (storage, offset, size, stride, requires_grad, backward hooks[, dtype (v3)][, metadata])
+        fits = (len(items) >= 6 and items[0] == _STORAGE and items[1] == _INT and ints(items[2]) and ints(items[3])
+                and items[4] == _BOOL and items[5] == _EMPTY_ORDERED_DICT
+                and all(k in (_DICT, _NONE) or _is_global(k) and not _is_global(k, "Storage") for k in items[6:]))
+    else:
+        fits = False
+    if not fits:
+        raise ValueError(f"a value built by {name[:100]!r} from arguments torch.save does not write for it, which "
+                         "the judge does not read")
+    return ("call", name)
 
 
 def _check_pickle_size(payload: bytes) -> None:
@@ -498,21 +629,35 @@ def _parameters_sent(value: Any) -> tuple[torch.Tensor, ...] | None:
 
 
 class TooComplex(ValueError):
-    """A value nested deeper than :data:`MAX_DEPTH` or holding more than :data:`MAX_NODES` items."""
+    """A value nested deeper than :data:`MAX_DEPTH`, holding more than :data:`MAX_NODES` items, or more figures
+    or parts of a figure than the judge rebuilds (:data:`MAX_FIGURES`, :data:`MAX_AXES`)."""
 
 
-def decode(value: Any, call: Any, _budget: list[int] | None = None, _depth: int = 0) -> Any:
+class Budget:
+    """What is left to rebuild of one payload, shared by every value decoded from it (all the names one
+    request reads): items (:data:`MAX_NODES`) and figures (:data:`MAX_FIGURES`), each figure description
+    rebuilt once however often it is referenced."""
+
+    def __init__(self) -> None:
+        self.nodes = MAX_NODES
+        self.figures: dict[int, tuple[Any, Any]] = {}  # id(description): (description, its rebuilt Figure)
+
+
+def decode(value: Any, call: Any, budget: Budget | None = None, _depth: int = 0) -> Any:
     """Rebuild a value on the judge's side; ``call(handle, name, type_name)`` makes a remote callable.
 
     A callable's :class:`Handle` gets the parameters a module sent with it.
+    Values decoded from one payload share its ``budget``.
 
     Raises:
-        TooComplex: deeper than :data:`MAX_DEPTH` containers, or more than
-            :data:`MAX_NODES` of them (shared references counted each time).
+        TooComplex: deeper than :data:`MAX_DEPTH` containers, more than
+            :data:`MAX_NODES` of them (shared references counted each time),
+            or more figures or parts of one than :data:`MAX_FIGURES` and
+            :data:`MAX_AXES` allow.
     """
-    budget = [MAX_NODES] if _budget is None else _budget
-    budget[0] -= 1
-    if budget[0] < 0:
+    budget = Budget() if budget is None else budget
+    budget.nodes -= 1
+    if budget.nodes < 0:
         raise TooComplex(f"a value holding more than {MAX_NODES} items")
     if _depth > MAX_DEPTH + 1:
         raise TooComplex(f"a value nested more than {MAX_DEPTH} deep")
@@ -553,7 +698,11 @@ def decode(value: Any, call: Any, _budget: list[int] | None = None, _depth: int 
                 out[key] = decode(v, call, budget, _depth + 1)
             return out
         if kind == "figure":
-            return _rebuild_figure(value)
+            if id(value) not in budget.figures:
+                if len(budget.figures) >= MAX_FIGURES:
+                    raise TooComplex(f"more than {MAX_FIGURES} figures")
+                budget.figures[id(value)] = (value, _rebuild_figure(value))
+            return budget.figures[id(value)][1]
         if kind == "callable":
             handle = call(int(value["handle"]), str(value.get("name", "function"))[:200],
                           str(value.get("type", ""))[:200])
@@ -593,8 +742,13 @@ def _rebuild_figure(value: dict):
     """A matplotlib Figure with the student's Axes, images and colour limits."""
     from matplotlib.figure import Figure
 
-    if len(value["axes"]) > MAX_AXES or any(len(ax["images"]) > MAX_AXES for ax in value["axes"]):
-        raise TooComplex(f"a figure with more than {MAX_AXES} Axes or images in one Axes")
+    axes = value["axes"]
+    parts = {"Axes": (len(axes), MAX_AXES),
+             "inset Axes": (sum(len(_listed(ax.get("insets"))) for ax in axes), MAX_AXES),
+             "images": (sum(len(ax["images"]) for ax in axes), 4 * MAX_AXES)}
+    for part, (count, most) in parts.items():
+        if count > most:
+            raise TooComplex(f"a figure with more than {most} {part}")
     fig = Figure()
     size = value.get("size")
     if _floats(size, 2) and all(0.0 < v <= 1000.0 for v in size):
@@ -620,6 +774,10 @@ def _rebuild_figure(value: dict):
     _stand_ins(fig, value.get("overlays"), figure=True)
     _report_problems(fig, value.get("problems"))
     return fig
+
+
+def _listed(value: Any) -> list:
+    return value if isinstance(value, list) else []
 
 
 def _report_problems(artist: Any, problems: Any) -> None:

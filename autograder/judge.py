@@ -1258,8 +1258,10 @@ class Session:
         if not isinstance(encoded, dict):
             raise StudentFailure("the student process sent something that is not a table of values")
         generation = self.process.generation
+        budget = channel.Budget()  # one for the payload: a figure referenced under many names is rebuilt once
         return {name: _decoded(encoded.get(name, {channel.KIND: "missing"}),
-                               lambda handle, label, kind: RemoteCallable(self, handle, label, kind, generation))
+                               lambda handle, label, kind: RemoteCallable(self, handle, label, kind, generation),
+                               budget)
                 for name in names}
 
     def call_timeout(self, what: str) -> float:
@@ -1343,10 +1345,10 @@ class RemoteCallable(channel.Handle):
         return _decoded(result, lambda h, label, kind: RemoteCallable(self._session, h, label, kind, process.generation))
 
 
-def _decoded(value: Any, call) -> Any:
+def _decoded(value: Any, call, budget: channel.Budget | None = None) -> Any:
     """:func:`channel.decode`, where a value the judge cannot rebuild becomes opaque instead of an error."""
     try:
-        return channel.decode(value, call)
+        return channel.decode(value, call, budget)
     except Exception as err:  # noqa: BLE001 - a crafted payload may fail anywhere in the rebuild
         return channel.Opaque(f"value the judge could not read ({type(err).__name__}: {str(err)[:200]})")
 

@@ -9,6 +9,7 @@ order, taken when the value crossed.
 from __future__ import annotations
 
 import io
+from collections import OrderedDict
 
 import pytest
 import torch
@@ -143,6 +144,34 @@ def test_a_figure_with_a_forged_grid_position_is_placed_side_by_side(grid):
     encoded = {channel.KIND: "figure", "axes": [{"images": [], "title": "", "grid": grid}]}
     actual = channel.decode(encoded, _Handle)
     assert tuple(actual.axes[0].get_subplotspec().get_geometry()) == (1, 1, 0, 0), f"grid {grid!r} should be refused"
+
+
+def test_a_figure_referenced_many_times_is_rebuilt_once_and_only_two_figures_per_payload():
+    """A thirtieth hostile review referenced one figure's description many times, under many names, each
+    rebuilt with 4,160 Axes (7 GB, and past the judge's deadline)."""
+    described = {channel.KIND: "figure", "axes": [{"images": [], "title": "t"}]}
+    budget = channel.Budget()
+    many = {channel.KIND: "list", "items": [described] * 100}
+    actual = [channel.decode(many, None, budget), channel.decode(described, None, budget)]
+    assert len({id(fig) for fig in actual[0]} | {id(actual[1])}) == 1, "one description is one rebuilt figure"
+    other = {channel.KIND: "figure", "axes": []}
+    assert channel.decode(other, None, budget) is not actual[1], "a second description is a figure of its own"
+    with pytest.raises(channel.TooComplex, match="more than 2 figures"):
+        channel.decode(dict(other), None, budget)
+
+
+@pytest.mark.parametrize("axes, message", [
+    ([{"images": [], "title": "", "insets": [{"position": [0.1, 0.1, 0.2, 0.2]}] * 64}] * 2,
+     "more than 64 inset Axes"),
+    ([{"images": [{"array": torch.zeros(1, 1), "clim": (0.0, 1.0)}] * 64, "title": ""}] * 5, "more than 256 images"),
+    ([{"images": [], "title": ""}] * 65, "more than 64 Axes"),
+], ids=["insets", "images", "axes"])
+def test_a_figure_is_refused_by_the_parts_it_holds_in_all(axes, message):
+    """At most 64 Axes each with 64 insets and 64 images was 4,160 Axes and 4,096 images for one figure."""
+    with pytest.raises(channel.TooComplex, match=message):
+        channel.decode({channel.KIND: "figure", "axes": axes}, None)
+    fewer = {channel.KIND: "figure", "axes": axes[:1]}
+    assert len(channel.decode(fewer, None).axes) >= 1, "one of those Axes is rebuilt"
 
 
 class _LyingDict(dict):
@@ -307,6 +336,50 @@ def test_a_view_of_honest_size_and_the_students_own_encoding_load():
     expanded = torch.ones(3).expand(4, 3)
     actual = channel.load(channel.dump({"x": channel.encode(expanded, {})}))["x"]["data"]
     assert torch.equal(actual, expanded) and actual.is_contiguous(), "the student's encoding copies a view dense"
+
+
+class _Reduces:
+    """Pickles as ``reduction`` (``__reduce__``'s tuple): a call ``torch.save`` never writes for an honest value."""
+
+    def __init__(self, *reduction):
+        self.reduction = reduction
+
+    def __reduce__(self):
+        return self.reduction
+
+
+def _row_view() -> torch.Tensor:
+    """2 million rows of 8 KB of storage: 16 MB of elements, under the bound on what the tensors hold."""
+    return torch.arange(2**10).as_strided((2**21, 1), (0, 1))
+
+
+@pytest.mark.parametrize("reduction, message", [
+    # a thirtieth hostile review: torch.load built 6.9 GB of row tensors iterating the view into an OrderedDict
+    ((OrderedDict, (_row_view(),)), "built by 'collections OrderedDict' from arguments"),
+    ((torch.Size, (_row_view().flatten(),)), "built by 'torch Size' from arguments"),
+    ((complex, (_row_view(),)), "built by '__builtin__ complex' from arguments"),
+    ((torch._utils._rebuild_tensor_v2, (torch.UntypedStorage(8), 0, _row_view(), (1,), False, OrderedDict())),
+     "built by 'torch._utils _rebuild_tensor_v2' from arguments"),
+    ((OrderedDict, (), None, None, iter([("a", _row_view())])), "fills a value built by 'collections OrderedDict'"),
+    ((OrderedDict, (), {"a": 1}), "the pickle opcode BUILD"),
+], ids=["ordered_dict_of_a_view", "size_of_a_tensor", "complex_of_a_tensor", "rebuild_with_a_tensor_for_size",
+        "filled_ordered_dict", "build"])
+def test_a_global_called_as_the_encoding_never_calls_it_is_refused_before_it_runs(reduction, message):
+    """The globals honest values pickle with are safe only called as ``torch.save`` calls them."""
+    payload = channel.dump({"x": _Reduces(*reduction)})
+    with pytest.raises(ValueError, match=message):
+        channel.load(payload)
+
+
+def test_the_calls_an_honest_payload_makes_all_pass_the_check():
+    """Shared references (the memo) and a reused ``OrderedDict`` global, as ``torch.save`` writes them."""
+    shared = torch.ones(3)
+    value = {"a": channel.encode([shared, shared, shared[1:]], {}), "b": channel.encode(torch.Size([]), {}),
+             "c": channel.encode(complex(1, -2), {}), "d": channel.encode(torch.zeros(0, 4).t(), {})}
+    actual = {name: channel.decode(v, None) for name, v in channel.load(channel.dump(value)).items()}
+    assert [t.tolist() for t in actual["a"]] == [[1.0] * 3, [1.0] * 3, [1.0] * 2], f"decoded {actual['a']!r}"
+    assert (actual["b"], actual["c"], tuple(actual["d"].shape)) == (torch.Size([]), 1 - 2j, (4, 0)), \
+        f"decoded {actual!r}"
 
 
 @pytest.fixture
