@@ -9,6 +9,8 @@ order, taken when the value crossed.
 from __future__ import annotations
 
 import io
+import struct
+import zipfile
 from collections import OrderedDict
 
 import pytest
@@ -380,6 +382,141 @@ def test_the_calls_an_honest_payload_makes_all_pass_the_check():
     assert [t.tolist() for t in actual["a"]] == [[1.0] * 3, [1.0] * 3, [1.0] * 2], f"decoded {actual['a']!r}"
     assert (actual["b"], actual["c"], tuple(actual["d"].shape)) == (torch.Size([]), 1 - 2j, (4, 0)), \
         f"decoded {actual!r}"
+
+
+# ------------------------------------------------------------- archives the two zip readers read differently
+
+def _bin_unicode(text: str) -> bytes:
+    data = text.encode()
+    return b"X" + struct.pack("<I", len(data)) + data
+
+
+def _archive(pickle_bytes: bytes, **records: bytes) -> bytes:
+    """A stored zip of ``archive/data.pkl`` and ``records`` (``data_0`` names ``archive/data/0``), as Python writes it."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_STORED) as archive:
+        archive.writestr("archive/data.pkl", pickle_bytes)
+        for name, data in {"byteorder": b"little", "version": b"3\n", **records}.items():
+            archive.writestr("archive/" + name.replace("_", "/"), data)
+    return buffer.getvalue()
+
+
+def _directory(raw: bytes) -> tuple[int, list[bytes]]:
+    """The offset of a zip's central directory and its entries."""
+    end = raw.rfind(b"PK\x05\x06")
+    size, offset = struct.unpack("<II", raw[end + 12:end + 20])
+    entries, i = [], offset
+    while i < offset + size:
+        name, extra, comment = struct.unpack("<HHH", raw[i + 28:i + 34])
+        entries.append(raw[i:i + 46 + name + extra + comment])
+        i += 46 + name + extra + comment
+    return offset, entries
+
+
+def _with_directory(raw: bytes, offset: int, entries: list[bytes], local: bytes = b"") -> bytes:
+    """``raw``'s records up to ``offset``, then ``local``, then ``entries`` as its central directory."""
+    directory = b"".join(entries)
+    return (raw[:offset] + local + directory + b"PK\x05\x06"
+            + struct.pack("<HHHHIIH", 0, 0, len(entries), len(entries), len(directory), offset + len(local), 0))
+
+
+def _padded(entries: list[bytes], size: int) -> bytes:
+    """A central directory of ``entries`` grown to ``size`` bytes by its last entry's comment."""
+    last = bytearray(entries[-1])
+    extra = size - len(b"".join(entries))
+    last[32:34] = struct.pack("<H", struct.unpack("<H", last[32:34])[0] + extra)
+    return b"".join(entries[:-1]) + bytes(last) + b"\0" * extra
+
+
+_ALLOCATES = b"\x80\x02c__builtin__\nbytearray\nJ\x00\x00\x00\x40\x85R."  # bytearray(2**30)
+
+
+def test_a_record_named_as_torch_save_does_not_is_refused():
+    """A thirty-first hostile review named the pickle ``data.PKL``: torch.load's reader (miniz) finds it, a check
+    of records ending in ``.pkl`` found no pickle to check, and ``bytearray(N)`` was back (5.7 GB)."""
+    payload = _archive(_ALLOCATES).replace(b"archive/data.pkl", b"archive/data.PKL")
+    with pytest.raises(ValueError, match="a record named 'archive/data.PKL'"):
+        channel.load(payload)
+
+
+def test_torch_load_reads_the_records_that_were_checked_not_a_second_directory():
+    """A thirty-first hostile review gave a payload two central directories: Python's zipfile read the one before
+    the end record (an honest value), torch.load the one at the offset the end record states (bytearray(N))."""
+    honest = channel.dump({"x": channel.encode(torch.arange(3), {})})
+    evil = _archive(_ALLOCATES, data_0=b"\0" * 4096)  # records longer than honest's: offsets stay positive
+    (evil_offset, evil_entries), (honest_offset, honest_entries) = _directory(evil), _directory(honest)
+    size = max(len(b"".join(evil_entries)), len(b"".join(honest_entries)))
+    evil_directory, honest_directory = _padded(evil_entries, size), _padded(honest_entries, size)
+    # [evil's records][evil's directory][honest's records][honest's directory][end record: evil's directory].
+    # zipfile takes the directory just before the end record and shifts every offset by where it finds it
+    # (minus the offset stated): honest's entries are written so that, shifted, they find honest's records.
+    honest_start = evil_offset + size
+    found_shift = honest_start + honest_offset - evil_offset
+    shifted = []
+    for entry in _directory(honest[:honest_offset] + honest_directory + b"PK\x05\x06" + struct.pack(
+            "<HHHHIIH", 0, 0, len(honest_entries), len(honest_entries), size, honest_offset, 0))[1]:
+        entry = bytearray(entry)
+        entry[42:46] = struct.pack("<I", struct.unpack("<I", entry[42:46])[0] + honest_start - found_shift)
+        shifted.append(bytes(entry))
+    two_faced = (evil[:evil_offset] + evil_directory + honest[:honest_offset] + b"".join(shifted)
+                 + b"PK\x05\x06" + struct.pack("<HHHHIIH", 0, 0, len(evil_entries), len(evil_entries), size,
+                                               evil_offset, 0))
+    assert [i.filename for i in zipfile.ZipFile(io.BytesIO(two_faced)).infolist()][:1] == ["archive/data.pkl"]
+    actual = channel.decode(channel.load(two_faced)["x"], None)
+    assert torch.equal(actual, torch.arange(3)), f"the value checked should be the value read: {actual!r}"
+
+
+def test_records_that_share_bytes_are_refused():
+    """A thirty-first hostile review pointed 120 directory entries at one stored record of 25 MB: torch.load
+    copied each as a storage, tensors of 0 elements kept them, and the judge held 3.8 GB."""
+    storage = b"\x07" * 4096
+    calls = b"".join(b"ctorch._utils\n_rebuild_tensor_v2\n((" + _bin_unicode("storage") + b"ctorch\nByteStorage\n"
+                     + _bin_unicode(str(k)) + _bin_unicode("cpu") + b"M\x00\x10tQK\x00K\x00\x85K\x01\x85\x89"
+                     + b"ccollections\nOrderedDict\n)RtR" for k in range(8))
+    raw = _archive(b"\x80\x02](" + calls + b"e.", data_0=storage)
+    offset, entries = _directory(raw)
+    record = next(e for e in entries if e[46:46 + struct.unpack("<H", e[28:30])[0]] == b"archive/data/0")
+    for k in range(1, 8):  # the same local header as data/0, another name
+        name = f"archive/data/{k}".encode()
+        entries.append(record[:28] + struct.pack("<HHH", len(name), 0, 0) + record[34:46] + name)
+    with pytest.raises(ValueError, match="records share bytes"):
+        channel.load(_with_directory(raw, offset, entries))
+
+
+def test_a_dict_keyed_by_other_than_strings_is_refused_before_it_is_filled():
+    """A thirty-first hostile review: 100,000 int keys of one hash (multiples of 2**61 - 1) cost the judge
+    two minutes inside torch.load, which no deadline interrupts. The encoding keys its dicts by strings."""
+    def long1(n: int) -> bytes:
+        data = n.to_bytes(n.bit_length() // 8 + 1, "little", signed=True)
+        return b"\x8a" + bytes([len(data)]) + data
+
+    keys = b"".join(long1((k + 1) * (2**61 - 1)) + b"N" for k in range(100))
+    with pytest.raises(ValueError, match="a dict keyed by something other than strings"):
+        channel.load(_archive(b"\x80\x02}(" + keys + b"u."))
+
+
+def test_a_container_the_encoding_never_sends_as_it_is_decodes_as_opaque():
+    """A thirty-first hostile review made a dict key a tuple 200,000 deep, sent as it is: decoding hashed it and
+    the judge crashed (a C recursion). And a type name of 1,500 references to 1 MB of text was 1.5 GB to str()."""
+    deep = b"K\x00" + b"\x85" * 300_000
+    pickle_bytes = (b"\x80\x02}(" + _bin_unicode("__kind__") + _bin_unicode("dict") + _bin_unicode("items")
+                    + b"]" + deep + b"K\x01\x86au.")
+    actual = channel.decode(channel.load(_archive(pickle_bytes)), None)
+    (key, value), = actual.items()
+    assert isinstance(key, channel.Opaque) and value == 1, f"the deep tuple should be an opaque key: {actual!r}"
+    named = channel.decode({channel.KIND: "unknown", "type": ["x" * 1000] * 1000}, None)
+    assert repr(named) == "<object>", f"a type name that is not a string should not be read: {named!r}"
+
+
+def test_tensors_the_judge_does_not_read_cross_as_named_opaque_values_and_subclasses_as_tensors():
+    """Encoded by the student process: a sparse tensor made the judge refuse the whole payload, naming a global;
+    a torchvision ``tv_tensors.Image`` was refused as a global too."""
+    from torchvision import tv_tensors
+
+    actual = _crossed_value(torch.eye(2).to_sparse())
+    assert repr(actual) == "<torch.Tensor (sparse_coo layout on cpu)>", f"crossed as {actual!r}"
+    actual = _crossed_value(tv_tensors.Image(torch.ones(1, 2, 2)))
+    assert type(actual) is torch.Tensor and torch.equal(actual, torch.ones(1, 2, 2)), f"crossed as {actual!r}"
 
 
 @pytest.fixture
