@@ -49,6 +49,10 @@ MAX_NODES = 1_000_000
 #: all, and as many stand-ins for what else an Axes draws as it has Axes. Rebuilt, an Axes costs the judge about
 #: 0.2 MB and 10 ms, an image or a stand-in about 20 KB: a figure at most about 100 MB and 3 seconds.
 MAX_AXES = 64
+#: Largest figure (square inches) the judge rebuilds: matplotlib's renderer allocates every pixel of a figure
+#: when it measures one, and 600 by 600 inches at its 100 dots per inch took 13.8 GB; 2,000 square inches are
+#: 20 million pixels at 100 dots per inch (:data:`autograder.figures.MAX_RENDER_PIXELS`), 45 by 45 inches.
+MAX_FIGURE_AREA = 2000
 #: Most figures one payload rebuilds; the same description sent again is the same figure, rebuilt once (a
 #: thirtieth hostile review referenced one description many times, each rebuilt with 4,160 Axes: 7 GB). An
 #: assignment grades one figure.
@@ -317,7 +321,7 @@ _PICKLE_OPCODES = frozenset({
     "EMPTY_LIST", "APPEND", "APPENDS", "EMPTY_DICT", "SETITEM", "SETITEMS", "NONE", "NEWTRUE", "NEWFALSE", "BININT",
     "BININT1", "BININT2", "LONG1", "BINFLOAT", "BINUNICODE", "BINPUT", "LONG_BINPUT", "BINGET", "LONG_BINGET"})
 # What :func:`_check_pickle_program` knows of a value on the pickle's stack: a kind, a ``("global", name)``, a
-# ``("tuple", kinds)`` or a ``("call", name)`` (what a ``REDUCE`` of that global made).
+# ``("tuple", kinds, dims)`` (:func:`_tuple`) or a ``("call", name)`` (what a ``REDUCE`` of that global made).
 _INT, _FLOAT, _BOOL, _NONE, _STR, _LIST, _DICT, _STORAGE = "int", "float", "bool", "None", "str", "list", "dict", \
     "storage"
 _PUSHED = {"BININT": _INT, "BININT1": _INT, "BININT2": _INT, "LONG1": _INT, "BINFLOAT": _FLOAT, "NEWTRUE": _BOOL,
@@ -370,16 +374,16 @@ def _check_pickle_program(data: bytes) -> None:
         elif name == "TUPLE":
             items = tuple(stack)
             stack = marks.pop()
-            stack.append(("tuple", items))
+            stack.append(_tuple(items))
         elif name in ("TUPLE1", "TUPLE2", "TUPLE3"):
             n = int(name[-1])
             if len(stack) < n:
                 raise IndexError("a tuple of more values than the stack holds")
             items = tuple(stack[-n:])
             del stack[-n:]
-            stack.append(("tuple", items))
+            stack.append(_tuple(items))
         elif name == "EMPTY_TUPLE":
-            stack.append(("tuple", ()))
+            stack.append(_tuple(()))
         elif name in ("APPEND", "APPENDS", "SETITEM", "SETITEMS"):
             if name == "APPEND":
                 stack.pop()
@@ -412,6 +416,17 @@ def _check_pickle_program(data: bytes) -> None:
             stack.append(_check_call(function, arguments))
 
 
+#: Most dimensions of a size or strides the judge reads: torch's own limit, 64.
+MAX_DIMS = 64
+
+
+def _tuple(items: tuple) -> tuple:
+    """A tuple's kind: ``("tuple", kinds, dims)``, ``dims`` whether it is a size or strides (at most :data:`MAX_DIMS`
+    ints), found once when it is built (a thirty-second hostile review called ``torch.Size`` 1,500 times on one
+    tuple of a million ints in the memo: scanned at each call, minutes; left on the stack, 8 MB each)."""
+    return ("tuple", items, len(items) <= MAX_DIMS and all(k == _INT for k in items))
+
+
 def _is_global(kind: Any, ending: str = "") -> bool:
     return isinstance(kind, tuple) and kind[0] == "global" and kind[1].endswith(ending)
 
@@ -434,7 +449,7 @@ def _check_call(function: Any, arguments: Any) -> tuple:
     items = arguments[1] if isinstance(arguments, tuple) and arguments[0] == "tuple" else None
 
     def ints(kind: Any) -> bool:
-        return isinstance(kind, tuple) and kind[0] == "tuple" and all(k == _INT for k in kind[1])
+        return isinstance(kind, tuple) and kind[0] == "tuple" and kind[2]
 
     if items is None:
         fits = False
@@ -446,7 +461,7 @@ def _check_call(function: Any, arguments: Any) -> tuple:
         fits = 1 <= len(items) <= 2 and all(k in (_INT, _FLOAT) for k in items)
     elif name.startswith("torch._utils _rebuild_tensor_v"):
         # (storage, offset, size, stride, requires_grad, backward hooks[, dtype (v3)][, metadata])
-        fits = (len(items) >= 6 and items[0] == _STORAGE and items[1] == _INT and ints(items[2]) and ints(items[3])
+        fits = (6 <= len(items) <= 8 and items[0] == _STORAGE and items[1] == _INT and ints(items[2]) and ints(items[3])
                 and items[4] == _BOOL and items[5] == _EMPTY_ORDERED_DICT
                 and all(k in (_DICT, _NONE) or _is_global(k) and not _is_global(k, "Storage") for k in items[6:]))
     else:
@@ -495,7 +510,8 @@ def encode(value: Any, handles: dict[int, Any], depth: int = 0) -> Any:
             return {KIND: "opaque", "type": f"numpy.ndarray of {value.dtype.name}"}
         # np.array, not np.ascontiguousarray, which makes a 0-d array (x.numpy() of a 0-d tensor) 1-d
         try:
-            return {KIND: "ndarray", "data": torch.from_numpy(np.array(value, order="C", copy=True))}
+            native = value.dtype.newbyteorder("=")  # torch holds native byte order only (">f4" raised before)
+            return {KIND: "ndarray", "data": torch.from_numpy(np.array(value, dtype=native, order="C", copy=True))}
         except TypeError:  # a dtype torch holds no tensor of
             return {KIND: "opaque", "type": f"numpy.ndarray of {value.dtype.name}"}
     if isinstance(value, np.generic):
@@ -822,6 +838,9 @@ def _rebuild_figure(value: dict):
     fig = Figure()
     size = value.get("size")
     if _floats(size, 2) and all(0.0 < v <= 1000.0 for v in size):
+        if size[0] * size[1] > MAX_FIGURE_AREA:
+            raise TooComplex(f"a figure of {size[0]:.4g} by {size[1]:.4g} inches (at most {MAX_FIGURE_AREA} square "
+                             "inches are drawn)")
         fig.set_size_inches(size)
     n = max(1, len(value["axes"]))
     for i, ax_data in enumerate(value["axes"]):

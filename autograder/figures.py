@@ -460,9 +460,11 @@ def _draw_and_compare(fig: Any) -> dict:
         fig._layout_engine = None if foreign else engine
         canvas.mpl_disconnect(callback)
         callback = canvas.mpl_connect("draw_event", read_cells)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            canvas.print_figure(io.BytesIO(), format="rgba", dpi=max(own, MIN_FIGURE_DPI), bbox_inches="tight")
+        third = _cropped_dpi(fig, max(own, MIN_FIGURE_DPI))
+        if third is not None:  # else contents reaching too far to draw: the images count as not shown there
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                canvas.print_figure(io.BytesIO(), format="rgba", dpi=third, bbox_inches="tight")
         for im in images:
             out[id(im)] = max(out[id(im)], shown.get(id(im), 1.0))
         canvas.mpl_disconnect(callback)
@@ -817,6 +819,25 @@ MAX_PAD_INCHES = 1.0
 #: white dot at 40 figure widths to the right, and 16 templates showed 22 pixels tall, at full marks.
 #: An honest title of 107 characters over a 12-inch figure reaches 1.7 inches past its edge, hence 2.
 MAX_OVERHANG_INCHES = 2.0
+
+
+def _cropped_dpi(fig: Any, dpi: float) -> float | None:
+    """``dpi``, or less, so that ``fig`` cropped to its contents (``bbox_inches="tight"``, with its pad) is at most
+    :data:`MAX_RENDER_PIXELS`; ``None`` when its contents cannot be measured, or reach so far that not even one
+    dot per inch fits (a thirty-second hostile review's inset 40 figure widths away made that draw 9.4 GB)."""
+    import math
+
+    try:
+        box = fig.get_tightbbox(_renderer(fig))
+    except Exception:  # noqa: BLE001 - a figure that cannot be measured is not drawn cropped
+        return None
+    if box is None:
+        return dpi
+    area = (box.width + 2 * MAX_PAD_INCHES) * (box.height + 2 * MAX_PAD_INCHES)
+    if not math.isfinite(area):
+        return None
+    capped = min(dpi, (MAX_RENDER_PIXELS / max(area, 1e-6)) ** 0.5)
+    return capped if capped >= 1.0 else None
 
 
 def _overhang_inches(fig: Any) -> float:

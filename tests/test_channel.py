@@ -13,6 +13,7 @@ import struct
 import zipfile
 from collections import OrderedDict
 
+import numpy as np
 import pytest
 import torch
 from torch import nn
@@ -517,6 +518,65 @@ def test_tensors_the_judge_does_not_read_cross_as_named_opaque_values_and_subcla
     assert repr(actual) == "<torch.Tensor (sparse_coo layout on cpu)>", f"crossed as {actual!r}"
     actual = _crossed_value(tv_tensors.Image(torch.ones(1, 2, 2)))
     assert type(actual) is torch.Tensor and torch.equal(actual, torch.ones(1, 2, 2)), f"crossed as {actual!r}"
+
+
+def test_a_size_of_a_long_tuple_in_the_memo_is_refused_at_once():
+    """A thirty-second hostile review called ``torch.Size`` 1,500 times on one memoized tuple of a million ints:
+    the check scanned the tuple at each call (70 s for 2 MB), and left on the stack each Size was 8 MB."""
+    import time
+
+    ints = b"".join(b"K\x01" for _ in range(100_000))
+    pickle_bytes = b"\x80\x02ctorch\nSize\nq\x00(" + ints + b"tq\x01" + b"h\x00h\x01\x85R0" * 2000 + b"N."
+    start = time.process_time()
+    with pytest.raises(ValueError, match="built by 'torch Size' from arguments"):
+        channel.load(_archive(pickle_bytes))
+    assert time.process_time() - start < 5.0, "refused at the first call, not after scanning the tuple 2,000 times"
+
+
+def test_a_figure_too_large_to_draw_is_refused_before_it_is_measured():
+    """Matplotlib's renderer allocates every pixel of a figure when it measures one: 600 by 600 inches, 13.8 GB."""
+    described = {channel.KIND: "figure", "axes": [], "size": [600.0, 600.0]}
+    with pytest.raises(channel.TooComplex, match="a figure of 600 by 600 inches"):
+        channel.decode(described, None)
+    honest = channel.decode({channel.KIND: "figure", "axes": [], "size": [40.0, 30.0]}, None)
+    assert tuple(honest.get_size_inches()) == (40.0, 30.0), "a figure of 1,200 square inches is rebuilt as it is"
+
+
+def test_big_endian_arrays_cross_with_their_values():
+    import numpy as np
+
+    value = np.arange(6, dtype=">f4").reshape(2, 3)
+    actual = _crossed_value(value)
+    assert actual.dtype == np.float32 and np.array_equal(actual, value), f"crossed as {actual!r}"
+
+
+def test_the_cropped_draw_of_a_figure_whose_contents_reach_far_stays_within_the_pixel_budget():
+    """A thirty-second hostile review placed an inset 40 figure widths away: ``bbox_inches="tight"`` drew a canvas
+    reaching it, 9.4 GB, before the figure's contents were found to reach too far."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.axes import Axes
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    from autograder import figures
+
+    fig = Figure(figsize=(6, 4))
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    ax.imshow(np.zeros((4, 4)))
+    assert figures._cropped_dpi(fig, 100.0) == 100.0, "an honest figure is drawn at the dpi asked"
+    far = Axes(fig, (1.5, 1.5, 40.0, 40.0))
+    ax.add_child_axes(far)
+    actual = figures._cropped_dpi(fig, 100.0)
+    box = fig.get_tightbbox(fig.canvas.get_renderer())
+    pad = 2 * figures.MAX_PAD_INCHES
+    assert actual is not None and actual < 100.0, f"the far inset should lower the dpi: {actual}"
+    assert (box.width + pad) * (box.height + pad) * actual**2 <= figures.MAX_RENDER_PIXELS * 1.0001, \
+        f"the cropped canvas at {actual:.3g} dpi is over the pixel budget"
+    ax.add_child_axes(Axes(fig, (1e6, 1e6, 1.0, 1.0)))
+    assert figures._cropped_dpi(fig, 100.0) is None, "contents a million figure widths away are not drawn cropped"
 
 
 @pytest.fixture
