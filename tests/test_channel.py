@@ -621,3 +621,14 @@ def test_a_whole_frame_arrives_before_its_deadline(sockets):
     channel.send(left, {"op": "values"}, b"payload", deadline=time.monotonic() + 5)
     actual = channel.recv(right, deadline=time.monotonic() + 5)
     assert actual == ({"op": "values"}, b"payload"), f"the frame as sent: {actual}"
+
+
+def test_a_value_that_crossed_as_opaque_is_named_by_what_crossed_in_messages():
+    """A thirty-second hostile review's refused payload read "`order` should be a torch tensor, but it is an
+    Opaque", which says nothing of why."""
+    from autograder.checks import expect_tensor
+
+    actual = _crossed_value(torch.eye(2).to_sparse())
+    with pytest.raises(CheckFailure, match=r"`order` should be a torch tensor, but it is something the grader could "
+                                           r"not read as data \(torch.Tensor \(sparse_coo layout on cpu\)\)"):
+        expect_tensor("order", actual, (2, 2), torch.float32)

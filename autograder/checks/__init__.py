@@ -330,6 +330,9 @@ def describe_type(value: Any) -> str:
     if isinstance(value, np.ndarray):
         return f"a NumPy array of shape {value.shape} and dtype {value.dtype}"
     kind = type(value).__name__
+    if kind == "Opaque" and isinstance(getattr(value, "type_name", None), str):
+        # autograder.channel.Opaque: what the judge received of a value that is not data, or could not read
+        return f"something the grader could not read as data ({value.type_name})"
     return f"{'an' if kind[0].lower() in 'aeiou' else 'a'} {kind}"
 
 
