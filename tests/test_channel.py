@@ -632,3 +632,13 @@ def test_a_value_that_crossed_as_opaque_is_named_by_what_crossed_in_messages():
     with pytest.raises(CheckFailure, match=r"`order` should be a torch tensor, but it is something the grader could "
                                            r"not read as data \(torch.Tensor \(sparse_coo layout on cpu\)\)"):
         expect_tensor("order", actual, (2, 2), torch.float32)
+
+
+def test_long_double_scalars_cross_as_numbers():
+    """A thirty-third hostile review: ``np.longdouble(1.5).item()`` is an ``np.longdouble``, which the judge refused
+    with the whole payload ("a value built by 'numpy._core.multiarray scalar'")."""
+    import numpy as np
+
+    for value in (np.longdouble(1.5), np.clongdouble(1.5 - 2j)):
+        actual = _crossed_value(value)
+        assert actual == value and not isinstance(actual, channel.Opaque), f"{value!r} crossed as {actual!r}"
