@@ -241,9 +241,9 @@ def _records(payload: bytes) -> dict[str, bytes]:
         archive = zipfile.ZipFile(source)
         infos = archive.infolist()
         names = [info.filename for info in infos]
-        if len(infos) > MAX_RECORDS:
+        if len(infos) > MAX_RECORDS:  # the end record's count may understate what its directory holds
             raise ValueError(f"a torch.save payload of more than {MAX_RECORDS} records")
-        if len({name.lower() for name in names}) != len(names):
+        if len(set(names)) != len(names):  # exact names: _RECORD_NAMES has no capitals for miniz to fold
             raise ValueError("a torch.save payload with a record named twice")
         strange = [name for name in names if not _RECORD_NAMES.fullmatch(name)]
         if strange:
