@@ -53,6 +53,11 @@ MAX_AXES = 64
 #: when it measures one, and 600 by 600 inches at its 100 dots per inch took 13.8 GB; 2,000 square inches are
 #: 20 million pixels at 100 dots per inch (:data:`autograder.figures.MAX_RENDER_PIXELS`), 45 by 45 inches.
 MAX_FIGURE_AREA = 2000
+#: Most numbers a figure's images may hold in all for the judge to rebuild it: the figures the checks read hold
+#: 16 images of 28 by 28 (12,544 numbers); matplotlib copies an image's array when it is shown, and the checks
+#: hold its colours in float64 (32 bytes a cell), so a thirty-third hostile review's image of 16,000 by 16,000
+#: cells, sent as one byte of storage (a stride-0 view), would have cost the judge gigabytes.
+MAX_IMAGE_NUMBERS = 2**18
 #: Most figures one payload rebuilds; the same description sent again is the same figure, rebuilt once (a
 #: thirtieth hostile review referenced one description many times, each rebuilt with 4,160 Axes: 7 GB). An
 #: assignment grades one figure.
@@ -704,17 +709,43 @@ def _parameters_sent(value: Any) -> tuple[torch.Tensor, ...] | None:
 
 class TooComplex(ValueError):
     """A value nested deeper than :data:`MAX_DEPTH`, holding more than :data:`MAX_NODES` items, or more figures
-    or parts of a figure than the judge rebuilds (:data:`MAX_FIGURES`, :data:`MAX_AXES`)."""
+    or parts of a figure than the judge rebuilds (:data:`MAX_FIGURES`, :data:`MAX_AXES`,
+    :data:`MAX_IMAGE_NUMBERS`)."""
 
 
 class Budget:
     """What is left to rebuild of one payload, shared by every value decoded from it (all the names one
-    request reads): items (:data:`MAX_NODES`) and figures (:data:`MAX_FIGURES`), each figure description
-    rebuilt once however often it is referenced."""
+    request reads, or every name of a snapshot read one by one): items (:data:`MAX_NODES`), bytes of data
+    (:data:`MAX_FRAME`: a tensor's or array's elements and :data:`STR_BYTES` a character of a string, counted
+    each time they are referenced) and figures (:data:`MAX_FIGURES`), each figure description rebuilt once
+    however often it is referenced."""
 
     def __init__(self) -> None:
         self.nodes = MAX_NODES
+        self.bytes = MAX_FRAME
         self.figures: dict[int, tuple[Any, Any]] = {}  # id(description): (description, its rebuilt Figure)
+
+    def charge(self, data: Any) -> None:
+        """Count a tensor's elements or a string's characters against :attr:`bytes`.
+
+        Raises:
+            TooComplex: more than :data:`MAX_FRAME` bytes referenced in all.
+        """
+        if isinstance(data, torch.Tensor):
+            self.bytes -= data.numel() * data.element_size()
+        elif isinstance(data, str):
+            self.bytes -= STR_BYTES * len(data)
+        if self.bytes < 0:
+            raise TooComplex(f"values that reference more than {MAX_FRAME // 2**20} MB of data in all (the same "
+                             "tensor or string counted each time it is referenced)")
+
+
+#: Bytes a string's character is counted as (:meth:`Budget.charge`): as NumPy holds it (``np.asarray`` of a list
+#: of strings). The frame keeps one copy of a string or tensor referenced many times, and a check that converts
+#: the value copies each reference: a thirty-fourth hostile review's list of 400 references to one string of a
+#: million characters became a NumPy array of 1.6 GB, and a tuple of 600 references to one of a megabyte, a
+#: message of 629 MB.
+STR_BYTES = 4
 
 
 def decode(value: Any, call: Any, budget: Budget | None = None, _depth: int = 0) -> Any:
@@ -726,8 +757,10 @@ def decode(value: Any, call: Any, budget: Budget | None = None, _depth: int = 0)
     Raises:
         TooComplex: deeper than :data:`MAX_DEPTH` containers, more than
             :data:`MAX_NODES` of them (shared references counted each time),
-            or more figures or parts of one than :data:`MAX_FIGURES` and
-            :data:`MAX_AXES` allow.
+            more data referenced than :meth:`Budget.charge` allows, or more
+            figures or parts of one than :data:`MAX_FIGURES`,
+            :data:`MAX_AXES` and :data:`MAX_IMAGE_NUMBERS` allow, or a set or
+            dict with more than :data:`MAX_SHARED_HASH` keys of one hash.
     """
     budget = Budget() if budget is None else budget
     budget.nodes -= 1
@@ -742,11 +775,15 @@ def decode(value: Any, call: Any, budget: Budget | None = None, _depth: int = 0)
             tensor = value.get("data")
             if type(tensor) is not torch.Tensor:
                 return Opaque("tensor")
+            budget.charge(tensor)
             if value.get("requires_grad") and (tensor.is_floating_point() or tensor.is_complex()):
                 tensor.requires_grad_(True)
             return tensor
         if kind == "ndarray":
-            return value["data"].numpy() if type(value.get("data")) is torch.Tensor else Opaque("numpy.ndarray")
+            if type(value.get("data")) is not torch.Tensor:
+                return Opaque("numpy.ndarray")
+            budget.charge(value["data"])
+            return value["data"].numpy()
         if kind == "npscalar":  # numbers only: np.void(2_000_000_000) was 2 GB (a twenty-ninth hostile review)
             import numpy as np
 
@@ -764,15 +801,16 @@ def decode(value: Any, call: Any, budget: Budget | None = None, _depth: int = 0)
         if kind in ("list", "tuple", "set", "frozenset"):
             items = [decode(v, call, budget, _depth + 1) for v in value["items"]]
             return {"list": list, "tuple": tuple, "set": set, "frozenset": frozenset}[kind](
-                items if kind in ("list", "tuple") else _hashables(items))
+                items if kind in ("list", "tuple") else _distinct_hashes(_hashables(items)))
         if kind == "dict":
-            out = {}
+            pairs = []
             for index, (k, v) in enumerate(value["items"]):
                 key = decode(k, call, budget, _depth + 1)
                 if not _is_hashable(key):  # named without repr(key): a twenty-ninth hostile review's keys each
                     key = f"<key {index}: {type(key).__name__}>"  # held 50 MB to repr, and held the judge 10 minutes
-                out[key] = decode(v, call, budget, _depth + 1)
-            return out
+                pairs.append((key, decode(v, call, budget, _depth + 1)))
+            _distinct_hashes([key for key, _ in pairs])
+            return dict(pairs)
         if kind == "figure":
             if id(value) not in budget.figures:
                 if len(budget.figures) >= MAX_FIGURES:
@@ -784,6 +822,8 @@ def decode(value: Any, call: Any, budget: Budget | None = None, _depth: int = 0)
             if isinstance(handle, Handle):
                 handle.is_module = value.get("module") is True
                 handle.parameters = _parameters_sent(value.get("parameters"))
+                for parameter in handle.parameters or ():
+                    budget.charge(parameter)
             return handle
         if kind == "ellipsis":
             return Ellipsis
@@ -791,6 +831,7 @@ def decode(value: Any, call: Any, budget: Budget | None = None, _depth: int = 0)
             return None
         return Opaque(_text(value.get("type"), "object"))
     if value is None or type(value) in _PLAIN:
+        budget.charge(value)
         return value
     # what the encoding never sends as it is: a container not described by a kind (a thirty-first hostile review
     # sent a dict key of tuples 200,000 deep, and hashing it crashed the judge), or anything else
@@ -805,6 +846,28 @@ def _text(value: Any, default: str, limit: int = 200) -> str:
     """A string field of a description, cut to ``limit`` characters; ``default`` when it is not a string (never
     ``str()`` of what was sent: a list of one string of 1 MB referenced 1,500 times was 1.5 GB of text)."""
     return value[:limit] if isinstance(value, str) else default
+
+
+#: Most keys of one set or dict (or items of a set) that may share a hash. Ints, floats and tuples of them hash
+#: alike in every process, and each key inserted is compared with every earlier one of its hash: a thirty-fourth
+#: hostile review sent 80,000 ints of one hash (multiples of 2**61 - 1) as a set, 76 s for the judge to rebuild.
+MAX_SHARED_HASH = 16
+
+
+def _distinct_hashes(keys: list) -> list:
+    """``keys``, unless more than :data:`MAX_SHARED_HASH` of them share a hash (found by sorting the hashes, not by
+    hashing them again: a set of hashes can be flooded too).
+
+    Raises:
+        TooComplex: too many keys share a hash.
+    """
+    hashes = sorted(hash(key) for key in keys)
+    run = 1
+    for before, after in zip(hashes, hashes[1:]):
+        run = run + 1 if after == before else 1
+        if run > MAX_SHARED_HASH:
+            raise TooComplex(f"a set or dict with more than {MAX_SHARED_HASH} keys of one hash")
+    return keys
 
 
 def _hashables(items: list) -> list:
@@ -828,7 +891,9 @@ def _valid_grid(grid: Any) -> bool:
 
 
 def _rebuild_figure(value: dict):
-    """A matplotlib Figure with the student's Axes, images and colour limits."""
+    """A matplotlib Figure with the student's Axes, images and colour limits, each image carrying what the student
+    process found wrong with it by drawing the student's figure (an image whose description leaves that out
+    carries :data:`UNREPORTED`: the judge never draws a rebuild)."""
     from matplotlib.figure import Figure
 
     axes = value["axes"]
@@ -838,6 +903,10 @@ def _rebuild_figure(value: dict):
     for part, (count, most) in parts.items():
         if count > most:
             raise TooComplex(f"a figure with more than {most} {part}")
+    numbers = sum(image["array"].numel() for ax in axes for image in ax["images"]
+                  if isinstance(image, dict) and isinstance(image.get("array"), torch.Tensor))
+    if numbers > MAX_IMAGE_NUMBERS:
+        raise TooComplex(f"a figure whose images hold more than {MAX_IMAGE_NUMBERS:,} numbers in all")
     fig = Figure()
     size = value.get("size")
     if _floats(size, 2) and all(0.0 < v <= 1000.0 for v in size):
@@ -986,6 +1055,17 @@ def _draw(ax: Any, array: torch.Tensor, image: dict, low: float | None, high: fl
             and tuple(colours.shape) == (*array.shape[:2], 4)):
         shown.reported_cell_colours = colours.numpy()
     _report_problems(shown, image.get("problems"))
+    if getattr(shown, "reported_problems", None) is None:
+        # the judge does not draw the rebuild in place of the student's figure: a thirty-third hostile review left
+        # this out and chose images whose draws cost the judge gigabytes and minutes (and a rebuild shows only
+        # what crossed, not what the student's figure draws over it)
+        shown.reported_problems = [UNREPORTED]
+
+
+#: What an image is reported to have wrong when its description leaves out what the student process found by
+#: drawing its figure (:func:`autograder.figures.image_problems`): honestly, only when that draw failed there.
+UNREPORTED = (f"{figures.NOT_SHOWN} as far as the grader can tell (drawing its figure in your notebook failed): "
+              "draw it with imshow and nothing set by hand")
 
 
 def _squared(self: Any, value: Any, clip: Any = None) -> Any:

@@ -168,8 +168,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "student-package":
             wheel = build_student_package(args.out)
             print(f"student package: {wheel}")
-            print(f"  install where students run their notebooks (PyTorch's CPU wheels, under 1 GB; PyPI's "
-                  f"default CUDA ones are about 6 GB):\n    pip install {wheel.name} "
+            print(f"  install where students run their notebooks, with Jupyter (PyTorch's CPU wheels, under 1 GB; "
+                  f"PyPI's default CUDA ones are about 6 GB):\n    pip install notebook {wheel.name} "
                   "--extra-index-url https://download.pytorch.org/whl/cpu")
             print(f"  holds {', '.join(student_modules())} (autograder.checks: the layered checks only); "
                   "no hidden tests, no reference/")

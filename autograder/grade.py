@@ -67,6 +67,9 @@ class GradeResult:
     seconds: float = 0.0
     #: the name of its outputs' folder and its row in a batch (:func:`batch_labels`); ``None``: its file name
     label: str | None = None
+    #: the assignment's points (its autograder zip's tests), which a row that could not be graded is out of when
+    #: no submission of its batch was graded; ``None`` if unknown
+    out_of: float | None = None
 
     @property
     def total(self) -> float:
@@ -534,8 +537,10 @@ def _grade_many(autograder_zip: Path, submissions: list[Path], out_dir: Path, jo
                 progress: bool, runner: str, answers_dir: Path | None,
                 limits: Limits | Mapping[str, float] | None) -> list[GradeResult]:
     from autograder import answers_cache
+    from autograder.gradescope import zip_total_points
 
     labels = batch_labels([Path(s) for s in submissions])
+    out_of = zip_total_points(Path(autograder_zip))
 
     threads = max(1, (os.cpu_count() or 1) // max(1, jobs)) if jobs > 1 else None
 
@@ -553,7 +558,7 @@ def _grade_many(autograder_zip: Path, submissions: list[Path], out_dir: Path, jo
     cache = answers_cache.batch_folder(answers_dir) if runner == "judge" else answers_cache.without_folder()
     with cache, ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         for label, result in zip(labels, pool.map(work, zip(submissions, labels))):
-            result.label = label
+            result.label, result.out_of = label, out_of
             results.append(result)
             if bar is not None:
                 bar.update(1)
@@ -570,15 +575,18 @@ def _questions(results: list[GradeResult]) -> list[str]:
 
 
 def _batch_possible(results: list[GradeResult]) -> float | None:
-    """The points a submission of the batch can get (the most any graded one could), ``None`` if none was graded:
-    an ungraded row is out of them too (a newcomer's spreadsheet divided by its ``possible`` of 0)."""
+    """The points a submission of the batch can get (the most any graded one could; if none was graded, the
+    assignment's, :attr:`GradeResult.out_of`), ``None`` if neither is known: an ungraded row is out of them too (a
+    newcomer's spreadsheet divided by its ``possible`` of 0)."""
     graded = [r.possible for r in results if not r.error]
-    return max(graded) if graded else None
+    known = [r.out_of for r in results if r.out_of is not None]
+    return max(graded) if graded else max(known) if known else None
 
 
 def write_csv(results: list[GradeResult], labels: list[str], path: Path) -> None:
     """One row per submission: label, each question's score, total, possible, error. A row that could not be
-    graded has no question scores, a total of 0, and the batch's possible points (0 if nothing was graded)."""
+    graded has no question scores, a total of 0, and the batch's possible points (:func:`_batch_possible`; 0 if
+    unknown)."""
     questions = _questions(results)
     batch_possible = _batch_possible(results) or 0.0
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -64,9 +64,27 @@ def _as_list(submission: Path | str | Iterable[Path | str]) -> list[Path]:
 
 def total_points(source: Path) -> float | None:
     """Sum of ``points = N`` over Otter's test files in ``source/tests`` (``None`` if none say)."""
+    return _points([test.read_text(encoding="utf-8") for test in sorted((source / "tests").glob("*.py"))])
+
+
+def zip_total_points(autograder_zip: Path) -> float | None:
+    """Sum of ``points = N`` over the test files (``tests/*.py``) of an autograder zip as Otter writes it
+    (``None`` if none say, or the zip cannot be read)."""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(autograder_zip) as archive:
+            texts = [archive.read(name).decode("utf-8", errors="replace") for name in sorted(archive.namelist())
+                     if re.fullmatch(r"tests/[^/]+\.py", name)]
+    except (OSError, zipfile.BadZipFile):
+        return None
+    return _points(texts)
+
+
+def _points(texts: list[str]) -> float | None:
     found = []
-    for test in sorted((source / "tests").glob("*.py")):
-        match = re.search(r"^points\s*=\s*([0-9.]+)\s*$", test.read_text(encoding="utf-8"), re.MULTILINE)
+    for text in texts:
+        match = re.search(r"^points\s*=\s*([0-9.]+)\s*$", text, re.MULTILINE)
         if match:
             found.append(float(match.group(1)))
     return sum(found) if found else None

@@ -1237,8 +1237,10 @@ class Session:
             self.rebuild()
 
     # -- the judge's questions
-    def values(self, names: list[str], whole: bool = False) -> dict[str, Any]:
-        """The student's values of ``names``, as the judge rebuilds them.
+    def values(self, names: list[str], whole: bool = False,
+               budget: channel.Budget | None = None) -> dict[str, Any]:
+        """The student's values of ``names``, as the judge rebuilds them, within ``budget`` (shared by the names
+        of a snapshot read one by one; else one for this payload).
 
         A payload the judge cannot read makes every name opaque, or with
         ``whole`` (several names read at once) raises :class:`StudentFailure`,
@@ -1258,7 +1260,8 @@ class Session:
         if not isinstance(encoded, dict):
             raise StudentFailure("the student process sent something that is not a table of values")
         generation = self.process.generation
-        budget = channel.Budget()  # one for the payload: a figure referenced under many names is rebuilt once
+        if budget is None:  # one for the payload: a figure referenced under many names is rebuilt once
+            budget = channel.Budget()
         return {name: _decoded(encoded.get(name, {channel.KIND: "missing"}),
                                lambda handle, label, kind: RemoteCallable(self, handle, label, kind, generation),
                                budget)
@@ -1346,10 +1349,15 @@ class RemoteCallable(channel.Handle):
 
 
 def _decoded(value: Any, call, budget: channel.Budget | None = None) -> Any:
-    """:func:`channel.decode`, where a value the judge cannot rebuild becomes opaque instead of an error."""
+    """:func:`channel.decode`, where a value the judge cannot rebuild becomes opaque instead of an error, and
+    what it took of ``budget`` is given back (it is not kept: the other names of the payload are read as if it
+    were not there)."""
+    budget = channel.Budget() if budget is None else budget
+    nodes, data = budget.nodes, budget.bytes
     try:
         return channel.decode(value, call, budget)
     except Exception as err:  # noqa: BLE001 - a crafted payload may fail anywhere in the rebuild
+        budget.nodes, budget.bytes = nodes, data
         return channel.Opaque(f"value the judge could not read ({type(err).__name__}: {str(err)[:200]})")
 
 
@@ -1396,10 +1404,13 @@ class StudentEnvironment(dict):
                 self.update(self._session.values(wanted, whole=True) if wanted else {})
             except StudentFailure:
                 # a value too large to cross or unreadable, or the process stopped while sending: name by
-                # name, still before any student function is called (a name that cannot be read is missing)
+                # name, still before any student function is called (a name that cannot be read is missing),
+                # all within one budget (a thirty-fourth hostile review's 12 names of 200 MB each, too large
+                # together, were each read alone and kept: 2.6 GB)
+                budget = channel.Budget()
                 for name in wanted:
                     try:
-                        self.update(self._session.values([name]))
+                        self.update(self._session.values([name], budget=budget))
                     except StudentFailure:
                         unreadable.add(name)
             self.update(dict.fromkeys(unreadable))
@@ -1835,7 +1846,8 @@ MAX_CELL_ERRORS_NOTED = 10
 
 def _cell_notes(records: list[CellRecord]) -> list[str]:
     """One line per cell that was stopped, and per cell that raised (the first :data:`MAX_CELL_ERRORS_NOTED`,
-    the error's first line): a question that then finds its answer missing is explained."""
+    the error's first line): a question that then finds its answer missing is explained; then, if any,
+    :data:`CELLS_COUNTED`."""
     notes, raised = [], 0
     for record in records:
         if record.problem:
@@ -1847,7 +1859,14 @@ def _cell_notes(records: list[CellRecord]) -> list[str]:
                 notes.append(f"Code cell {record.index + 1} raised {first}; grading went on after it.")
     if raised > MAX_CELL_ERRORS_NOTED:
         notes.append(f"{raised - MAX_CELL_ERRORS_NOTED} more code cell(s) raised errors.")
+    if notes:  # Jupyter numbers cells by when they ran ([5]), not where they are
+        notes.append(CELLS_COUNTED)
     return notes
+
+
+#: How the cell notes count cells (a newcomer's walkthrough asked what "Code cell 5" meant).
+CELLS_COUNTED = ("(Code cells are counted from the top of the notebook, 1 for the first; markdown cells are not "
+                 "counted.)")
 
 
 def find_gradescope_submission(folder: Path) -> Path:

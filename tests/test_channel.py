@@ -177,6 +177,67 @@ def test_a_figure_is_refused_by_the_parts_it_holds_in_all(axes, message):
     assert len(channel.decode(fewer, None).axes) >= 1, "one of those Axes is rebuilt"
 
 
+@pytest.mark.parametrize("arrays, refused", [
+    ([torch.zeros(1, dtype=torch.uint8).expand(16_000, 16_000)], True),  # one byte of storage, 256 million cells
+    ([torch.zeros(300, 300, 3)], True),
+    ([torch.zeros(256, 256)] * 4, False),
+    ([torch.zeros(256, 256)] * 4 + [torch.zeros(1, 1)], True),
+], ids=["a_stride_0_view", "colours_count", "at_the_bound", "one_past_it"])
+def test_a_figure_is_refused_by_the_numbers_its_images_hold_in_all(arrays, refused):
+    """A thirty-third hostile review sent an image of 16,000 by 16,000 cells as a view of one byte: matplotlib
+    copies an image's array when it is shown, and the checks hold its colours in float64, gigabytes."""
+    described = {channel.KIND: "figure", "axes": [{"images": [{"array": a, "clim": (0.0, 1.0)} for a in arrays],
+                                                   "title": ""}]}
+    if refused:
+        with pytest.raises(channel.TooComplex, match="images hold more than 262,144 numbers"):
+            channel.decode(described, None)
+    else:
+        actual = channel.decode(described, None)
+        assert len(actual.axes[0].images) == len(arrays), "every image of a figure at the bound is rebuilt"
+
+
+#: Ints of one hash: hash(k * (2**61 - 1)) is 0 for every k.
+_ONE_HASH = [(k + 1) * (2**61 - 1) for k in range(17)]
+
+
+@pytest.mark.parametrize("kind", ["set", "frozenset", "dict"])
+def test_a_set_or_dict_of_keys_sharing_a_hash_is_refused_before_it_is_built(kind):
+    """A thirty-fourth hostile review sent 80,000 ints of one hash as a set (0.9 MB): each insert compared the key
+    with every earlier one, 76 s for the judge."""
+    def described(keys):
+        items = [(k, 0.5) for k in keys] if kind == "dict" else list(keys)
+        return {channel.KIND: kind, "items": items}
+
+    assert len({hash(k) for k in _ONE_HASH}) == 1, "the keys share one hash"
+    with pytest.raises(channel.TooComplex, match="more than 16 keys of one hash"):
+        channel.decode(described(_ONE_HASH), None)
+    actual = channel.decode(described(_ONE_HASH[:16]), None)
+    assert len(actual) == 16, f"16 keys of one hash are rebuilt: {len(actual)}"
+    honest = channel.decode(described(range(100_000)), None)
+    assert len(honest) == 100_000 and (kind == "dict" or 99_999 in honest), "100,000 ints of their own hashes"
+
+
+@pytest.mark.parametrize("make, references", [
+    (lambda: torch.zeros(2**20, dtype=torch.uint8), 257),  # 1 MB
+    (lambda: torch.zeros(2**20, dtype=torch.uint8).numpy(), 257),
+    (lambda: "x" * 2**18, 257),  # 2**18 characters, 1 MB as NumPy holds them
+], ids=["tensor", "ndarray", "string"])
+def test_data_referenced_many_times_is_counted_each_time(make, references):
+    """A thirty-fourth hostile review sent a list of 400 references to one string of a million characters (1 MB
+    in the frame): ``np.asarray`` of it in a check was 1.6 GB, and a key of 600 references, a 629 MB message."""
+    one = channel.encode(make(), {})  # the student process's encoding copies a tensor each time: a forged one
+
+    def sent(n: int) -> bytes:  # references n times
+        return channel.dump({"x": {channel.KIND: "list", "items": [one] * n}})
+
+    assert len(sent(references)) < 3 * 2**20, f"the frame holds the data once: {len(sent(references))} bytes"
+    # a tensor's references are counted already by load's walk of the payload (ValueError), a string's by decode's
+    with pytest.raises(ValueError, match="more than 256 MB of (elements|data in all)"):
+        channel.decode(channel.load(sent(references))["x"], None)
+    actual = channel.decode(channel.load(sent(256))["x"], None)
+    assert len(actual) == 256, "256 references of 1 MB are within the budget"
+
+
 class _LyingDict(dict):
     def items(self):
         return [("forged", 1.0)]

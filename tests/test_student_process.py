@@ -26,8 +26,8 @@ import numpy as np
 import pytest
 
 from autograder import judge
-from autograder.judge import (Limits, Session, StudentFailure, _cell_notes, _proportional_kb, _resident_kb,
-                              without_otter_calls)
+from autograder.judge import (CELLS_COUNTED, Limits, Session, StudentFailure, _cell_notes, _proportional_kb,
+                              _resident_kb, without_otter_calls)
 
 SEED = 42
 
@@ -71,7 +71,44 @@ def test_every_cell_is_seeded_as_otter_seeds_it(session):
 def test_a_cell_that_raised_is_named_in_the_output(session):
     notes = _cell_notes(session.records)
     expected = "Code cell 5 raised NameError: name 'undefined_name' is not defined; grading went on after it."
-    assert notes == [expected], f"one note, for the fifth cell: {notes}"
+    assert notes == [expected, CELLS_COUNTED], f"one note, for the fifth cell, and how cells are counted: {notes}"
+
+
+def test_names_read_one_by_one_share_one_budget(tmp_path, monkeypatch):
+    """A thirty-fourth hostile review's 12 names of 200 MB each were too large to cross together, so the judge
+    read them one by one, each within the frame's limit, and kept them all: 2.6 GB. Here the frame's limit is
+    3 MB: four names of 1 MB cannot cross together, and read one by one the fourth is over the budget."""
+    from autograder import channel
+    from autograder.judge import StudentEnvironment
+
+    monkeypatch.setattr(channel, "MAX_FRAME", 3 * 2**20)  # the judge's: the frames it takes, and the budget
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    cells = ["import torch", *[f"{name} = torch.ones(2**18)" for name in "abcd"]]  # 1 MB each
+    session = Session(workdir, cells, Limits(), None, time.monotonic() + 120, seed=SEED)
+    try:
+        session.run_all()
+        env = StudentEnvironment(session, list("abcd"))
+        env.refresh()
+        actual = {name: type(env[name]).__name__ for name in "abcd"}
+        assert actual == {"a": "Tensor", "b": "Tensor", "c": "Tensor", "d": "Opaque"}, \
+            f"three names of 1 MB fit a budget of 3 MB, the fourth does not: {actual}"
+        assert "more than 3 MB of data in all" in env["d"].type_name, env["d"].type_name
+    finally:
+        session.process.stop()
+
+
+def test_a_value_over_the_budget_leaves_the_other_names_of_its_payload_readable():
+    """The thirty-fourth review's key of 600 references to one string of a megabyte used up the payload's budget,
+    and every name read after it was lost with it (2/31 for a notebook whose honest work earns 30)."""
+    from autograder import channel
+
+    budget = channel.Budget()
+    huge = {channel.KIND: "list", "items": ["x" * 2**20] * 600}
+    actual = [judge._decoded(value, None, budget) for value in (huge, "after", huge, 7)]
+    assert isinstance(actual[0], channel.Opaque) and "more than 256 MB" in actual[0].type_name, actual[0]
+    assert actual[1:] == ["after", actual[2], 7] and isinstance(actual[2], channel.Opaque), \
+        f"the names after it are read as if it were not there: {actual[1:]}"
 
 
 def test_more_than_ten_cells_that_raised_are_counted_not_listed():
@@ -79,9 +116,10 @@ def test_more_than_ten_cells_that_raised_are_counted_not_listed():
 
     records = [CellRecord(i, f"ValueError: bad {i}\nmore lines") for i in range(12)]
     notes = _cell_notes(records)
-    assert len(notes) == 11, notes
+    assert len(notes) == 12, notes
     assert notes[0] == "Code cell 1 raised ValueError: bad 0; grading went on after it."
-    assert notes[-1] == "2 more code cell(s) raised errors."
+    assert notes[-2:] == ["2 more code cell(s) raised errors.", CELLS_COUNTED], notes
+    assert _cell_notes([CellRecord(0, None)]) == [], "a notebook whose cells all ran has no notes"
 
 
 def test_a_reply_begun_and_never_finished_stops_the_student_process_in_time(tmp_path):

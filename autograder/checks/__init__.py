@@ -634,6 +634,31 @@ def changed_in_place(func: Callable, *pairs: tuple[Any, Any]) -> bool:
         or bool(getattr(func, "mutated_arguments", None))
 
 
+#: Most keys of a student's dict a message lists (:func:`keys_shown`).
+MAX_KEYS_SHOWN = 10
+
+
+def short_repr(value: Any) -> str:
+    """``repr(value)`` cut short (``reprlib``: strings to 40 characters, containers to 4 items, 2 levels deep), for
+    a student's value in a message. A thirty-fourth hostile review's dict key was a tuple of many references to
+    one string of megabytes: its ``str`` was gigabytes of text."""
+    import reprlib
+
+    short = reprlib.Repr()  # its limits as attributes: Python 3.11's takes no arguments
+    short.maxlevel, short.maxstring, short.maxother, short.maxlong = 2, 40, 40, 40
+    short.maxtuple = short.maxlist = short.maxset = short.maxfrozenset = short.maxdict = 4
+    return short.repr(value)
+
+
+def keys_shown(mapping: Any) -> str:
+    """The keys of a student's dict as a message lists them, ``['bias', 'weight']``: sorted, at most
+    :data:`MAX_KEYS_SHOWN` (the first ones, then how many more), each cut short (:func:`short_repr`)."""
+    keys = list(mapping)
+    shown = sorted(short_repr(key) for key in keys[:MAX_KEYS_SHOWN])
+    more = [f"... and {len(keys) - MAX_KEYS_SHOWN:,} more"] if len(keys) > MAX_KEYS_SHOWN else []
+    return f"[{', '.join(shown + more)}]"
+
+
 def _short(value: Any) -> str:
     if isinstance(value, torch.Tensor):
         return f"<tensor {tuple(value.shape)} {str(value.dtype).replace('torch.', '')}>"

@@ -124,6 +124,7 @@ from autograder.checks import (
     expect_sequence,
     expect_tensor,
     expect_type,
+    keys_shown,
     relative_distance,
 )
 from autograder.checks.properties import given, run_property, seeded_images, st
@@ -182,7 +183,7 @@ def _float_dict(name: str, value: Any, expected: dict) -> None:
         raise CheckFailure(f"`{name}` has no entry for the key(s) {missing}.")
     extra = [k for k in value if k not in expected]
     if extra:
-        raise CheckFailure(f"`{name}` has unexpected key(s) {extra}.")
+        raise CheckFailure(f"`{name}` has unexpected key(s) {keys_shown(extra)}.")
     for key, want in expected.items():
         number = expect_number(f"{name}[{key!r}]", value[key])
         if abs(number - want) > SHARE_TOL:
@@ -830,7 +831,9 @@ def check_q8(fgsm, confident, flip_rate, adversarial_l2, model, weights, mlp) ->
     expect_tensor("confident", confident, finite=False, requires_grad=None)
     if confident.is_floating_point() or confident.dtype == torch.bool:
         raise CheckFailure(f"`confident` has dtype {confident.dtype}, but it should hold test-set indices (int64).")
-    if not torch.equal(confident.long().flatten(), values["confident"]):
+    # the count first: .long() of a uint8 tensor of 256 MB would be 2 GB (a thirty-fourth hostile review)
+    if confident.numel() != values["confident"].numel() or not torch.equal(confident.long().flatten(),
+                                                                             values["confident"]):
         raise CheckFailure("`confident` is not the indices of the first 100 test digits the model reads right "
                            "with probability above 0.9, in test-set order.")
     expect_number("flip_rate", flip_rate, values["flip_rate"], abs_tol=FLIP_TOL)

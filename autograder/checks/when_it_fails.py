@@ -111,6 +111,7 @@ from autograder.checks import (
     expect_type,
     is_diverging,
     is_diverging_map,
+    keys_shown,
     once,
     quoted,
     relative_distance,
@@ -1001,7 +1002,7 @@ def check_q7(widths, sweep_errors, train_mlp, net, X_tr, y_tr, X_val, y_val, X_t
     expect_type("sweep_errors", sweep_errors, dict, what="a dict {n: [validation error per width]}")
     if set(sweep_errors) != set(r.SWEEP_SIZES):
         raise CheckFailure(f"`sweep_errors` should have the keys {list(r.SWEEP_SIZES)} (the fitting-set sizes), "
-                           f"but it has {sorted(map(str, sweep_errors))}.")
+                           f"but it has {keys_shown(sweep_errors)}.")
     curves = {}
     for n in r.SWEEP_SIZES:
         curve = _numbers(f"sweep_errors[{n}]", sweep_errors[n], len(r.WIDTHS))

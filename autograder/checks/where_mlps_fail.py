@@ -45,6 +45,8 @@ from autograder.checks import (
     expect_sequence,
     expect_tensor,
     expect_type,
+    keys_shown,
+    short_repr,
 )
 from autograder.checks.properties import given, run_property, seeded_images, st
 
@@ -83,7 +85,7 @@ def check_class_name(name: str, value: Any, expected: str) -> None:
     """A Fashion-MNIST class name such as "Trouser" (``test_set.classes[i]``)."""
     expect_type(name, value, str, what="a class name (str), e.g. test_set.classes[label]")
     if value != expected:
-        raise CheckFailure(f"`{name}` is the class name {value!r}, which is not the right class.")
+        raise CheckFailure(f"`{name}` is the class name {short_repr(value)}, which is not the right class.")
 
 
 def check_peak_value(name: str, value: Any, expected: tuple) -> None:
@@ -148,7 +150,7 @@ def _check_accuracy_table(name: str, value: Any, expected: dict) -> None:
         raise CheckFailure(f"`{name}` has no entry for the key(s) {missing}.")
     extra = [k for k in value if k not in expected]
     if extra:
-        raise CheckFailure(f"`{name}` has unexpected key(s) {extra}.")
+        raise CheckFailure(f"`{name}` has unexpected key(s) {keys_shown(extra)}.")
     for key in expected:
         expect_number(f"{name}[{key!r}]", value[key], expected[key], abs_tol=ACCURACY_TOL)
 
@@ -237,7 +239,7 @@ def check_q1_5(trouser_classes_moved, falls_further) -> None:
         check_class_name(f"trouser_classes_moved[{i}]", actual, expected)
     expect_type("falls_further", falls_further, str, what='"network" or "linear"')
     if falls_further not in ("network", "linear"):
-        raise CheckFailure(f'`falls_further` should be "network" or "linear", not {falls_further!r}.')
+        raise CheckFailure(f'`falls_further` should be "network" or "linear", not {short_repr(falls_further)}.')
     if falls_further != a["falls_further"]:
         raise CheckFailure("`falls_further` names the wrong model.")
 
@@ -270,7 +272,7 @@ def check_q2_2(conv_parameters, maps_shape) -> None:
     expect_type("conv_parameters", conv_parameters, dict, what="a dict {name: (shape, count)}")
     if set(conv_parameters) != set(expected):
         raise CheckFailure(f"`conv_parameters` should have the keys {sorted(expected)}, "
-                           f"but it has {sorted(map(str, conv_parameters))}.")
+                           f"but it has {keys_shown(conv_parameters)}.")
     for key, (shape, count) in expected.items():
         pair = tuple(expect_sequence(f"conv_parameters[{key!r}]", conv_parameters[key], 2))
         check_shape(f"conv_parameters[{key!r}][0]", pair[0], shape)

@@ -24,7 +24,9 @@ from autograder.checks import (
     expect_sequence,
     expect_tensor,
     expect_type,
+    keys_shown,
     plain,
+    short_repr,
 )
 
 
@@ -409,6 +411,19 @@ def test_expect_sequence_checks_type_and_length():
 
 
 # ---------------------------------------------------------------- call_student
+
+
+def test_keys_shown_lists_a_few_keys_each_cut_short():
+    """A thirty-fourth hostile review's dict key was a tuple of many references to one string of megabytes: the
+    message listing the keys was gigabytes of text."""
+    assert keys_shown({"weight": 1, "bias": 2}) == "['bias', 'weight']", "an honest dict's keys, sorted"
+    huge = ("x" * 2**20,) * 1000
+    actual = keys_shown({huge: 1, "bias": 2})
+    assert len(actual) < 200 and actual.startswith("['bias', ('xxx"), f"a huge key cut short: {actual[:300]!r}"
+    assert short_repr("x" * 2**20) == "'" + "x" * 17 + "..." + "x" * 18 + "'", "a long string cut to 40 characters"
+    actual = keys_shown({f"k{i:02d}": i for i in range(25)})
+    expected = "['k00', 'k01', 'k02', 'k03', 'k04', 'k05', 'k06', 'k07', 'k08', 'k09', ... and 15 more]"
+    assert actual == expected, f"ten keys, then how many more: {actual!r}"
 
 
 def test_call_student_returns_the_result():

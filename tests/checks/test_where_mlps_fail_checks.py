@@ -926,6 +926,36 @@ def test_the_draws_read_each_pixels_alpha_and_count_cells_cut_away(answers, figu
     assert max(actual) == 0.0, f"the lesson's figure shows every cell: {actual}"
 
 
+@pytest.mark.parametrize("left_out", ["missing", "not_a_list", "too_many"])
+def test_q3_6_an_image_whose_problems_did_not_cross_fails_and_the_judge_never_draws(answers, figure_factory,
+                                                                                      monkeypatch, left_out):
+    """A thirty-third hostile review left its images' problems out of the figure's description, so the judge drew
+    the rebuild itself, and chose images whose draws cost it 12 s and 2 GB each. Left out (or sent as anything but
+    a short list of sentences), the image is not shown, and nothing is drawn."""
+    from autograder import channel, figures
+
+    x, vertical, horizontal = answers["x"], answers["vertical"], answers["horizontal"]
+    honest = channel.dump(channel.encode(figure_factory(x, vertical, horizontal), {}))  # drawn by the student process
+    described = channel.load(honest)
+    forged = {"missing": None, "not_a_list": "none", "too_many": [""] * 21}[left_out]
+    for ax in described["axes"]:
+        for image in ax["images"]:
+            image.pop("problems")
+            if forged is not None:
+                image["problems"] = forged
+
+    def never(*args):
+        raise AssertionError("the judge drew the rebuilt figure")
+
+    monkeypatch.setattr(figures, "_draw_and_compare", never)
+    rebuilt = channel.decode(described, lambda *a: None)
+    actual = failure_message(checks.check_q3_6, rebuilt, x, vertical, horizontal)
+    expected = f"`fig.axes[0]` {channel.UNREPORTED}."
+    assert actual == expected, f"{left_out}: expected {expected!r}, got {actual!r}"
+    rebuilt = channel.decode(channel.load(honest), lambda *a: None)
+    assert checks.check_q3_6(rebuilt, x, vertical, horizontal) is None, "the honest figure crosses and passes undrawn"
+
+
 def test_q3_6_axes_array_instead_of_figure_fails(answers, figure_factory):
     fig = figure_factory(answers["x"], answers["vertical"], answers["horizontal"])
     actual = failure_message(checks.check_q3_6, fig.axes, answers["x"], answers["vertical"], answers["horizontal"])

@@ -290,6 +290,23 @@ def test_grade_many_logs_one_line_per_submission_when_stderr_is_not_a_terminal(d
     assert actual == "graded 1/2: hw\ngraded 2/2: hw-2\n", f"one line per submission expected, got {actual!r}"
 
 
+def test_a_batch_with_nothing_graded_is_out_of_the_assignments_points(tmp_path):
+    """Session 15's walkthrough: a batch none of whose submissions could be graded showed "0", not out of what;
+    the points come from the autograder zip's test files (``tests/*.py``, as Otter writes them)."""
+    autograder_zip = tmp_path / "autograder.zip"
+    with zipfile.ZipFile(autograder_zip, "w") as z:
+        z.writestr("tests/q1.py", "OK_FORMAT = True\npoints = 2\ntest = {}\n")
+        z.writestr("tests/q2.py", "points = 1.5\n")
+        z.writestr("tests/files/q3.py", "points = 100\n")  # not a test file of Otter's: not counted
+        z.writestr("other/q4.py", "points = 100\n")
+    submissions = [tmp_path / "a.ipynb", tmp_path / "b.ipynb"]
+    results = grade_many(autograder_zip, submissions, tmp_path / "graded", jobs=1, progress=False)
+    actual_rows = [row[-3:-1] for row in read_csv(tmp_path / "graded" / "scores.csv")[1:]]
+    assert actual_rows == [["0", "3.5"], ["0", "3.5"]], f"each row should be 0 out of 3.5: {actual_rows}"
+    actual_scores = [line.split()[1] for line in format_table(results).splitlines()[1:]]
+    assert actual_scores == ["0/3.5", "0/3.5"], f"the table's scores: {actual_scores}"
+
+
 # ---------------------------------------------------------------- with the real autograder zip
 
 

@@ -194,10 +194,10 @@ def test_cli_builds_the_wheel_into_the_folder_given(tmp_path, capsys):
     assert f"student package: {built}" in printed
     assert forbidden(zipfile.ZipFile(built).namelist()) == []
     # a newcomer's walkthrough: the summary left out channel and figures, which the wheel holds, and its pip
-    # line pulled PyPI's 6 GB CUDA torch
+    # line pulled PyPI's 6 GB CUDA torch (and a later one's left Jupyter out, which the README's line installs)
     packaged = {name.removesuffix(".py").replace("/", ".").removesuffix(".__init__")
                 for name in zipfile.ZipFile(built).namelist() if name.startswith("autograder/") and name.endswith(".py")}
     listed = printed.split("  holds ", 1)[1].split(" (", 1)[0].split(", ")
     assert listed == student_modules() and all(any(p == m or p.startswith(m + ".") for p in packaged) for m in listed), \
         f"the summary's modules {listed} should be the wheel's: {sorted(packaged)}"
-    assert f"pip install {built.name} --extra-index-url https://download.pytorch.org/whl/cpu" in printed, printed
+    assert f"pip install notebook {built.name} --extra-index-url https://download.pytorch.org/whl/cpu" in printed, printed
