@@ -27,6 +27,7 @@ so far. Every path out of :func:`grade_submission` writes a results file.
 
 from __future__ import annotations
 
+import gc
 import json
 import math
 import numbers
@@ -1156,6 +1157,8 @@ class Session:
         self.skipped: set[int] = set()
         self.last_failure: str | None = None  # why the last call stopped the process, for the calls after it
         self.restarts: list[str] = []  # why the process was restarted after the notebook ran, for the output
+        #: bytes the student's functions returned since the judge last collected its garbage (RemoteCallable)
+        self.returned_bytes = 0
         #: the torch settings (``[threads, default dtype]``) each cell left, distinct, in order; the last is the
         #: one the judge's calls run in unless a call asks for another (:meth:`RemoteCallable.in_torch_state`)
         self.torch_states: list[list] = []
@@ -1240,7 +1243,8 @@ class Session:
     def values(self, names: list[str], whole: bool = False,
                budget: channel.Budget | None = None) -> dict[str, Any]:
         """The student's values of ``names``, as the judge rebuilds them, within ``budget`` (shared by the names
-        of a snapshot read one by one; else one for this payload).
+        of a snapshot read one by one, each in a payload of its own; else one for this payload, whose items and
+        figures its names share, and whose data each name may reference up to :data:`channel.MAX_FRAME`).
 
         A payload the judge cannot read makes every name opaque, or with
         ``whole`` (several names read at once) raises :class:`StudentFailure`,
@@ -1260,12 +1264,17 @@ class Session:
         if not isinstance(encoded, dict):
             raise StudentFailure("the student process sent something that is not a table of values")
         generation = self.process.generation
+        shared = budget is not None
         if budget is None:  # one for the payload: a figure referenced under many names is rebuilt once
             budget = channel.Budget()
-        return {name: _decoded(encoded.get(name, {channel.KIND: "missing"}),
-                               lambda handle, label, kind: RemoteCallable(self, handle, label, kind, generation),
-                               budget)
-                for name in names}
+        values = {}
+        for name in names:
+            if not shared:  # one frame's data, referenced by each name within its own allowance: a thirty-fifth
+                budget.bytes = channel.MAX_FRAME  # hostile review's extra key used it up for every later name
+            values[name] = _decoded(encoded.get(name, {channel.KIND: "missing"}),
+                                    lambda handle, label, kind: RemoteCallable(self, handle, label, kind, generation),
+                                    budget)
+        return values
 
     def call_timeout(self, what: str) -> float:
         """Seconds a request may take: the call limit, cut by the whole-run deadline."""
@@ -1341,6 +1350,13 @@ class RemoteCallable(channel.Handle):
         mutated = header.get("mutated")
         if isinstance(mutated, list):
             self.mutated_arguments = [m for m in mutated if isinstance(m, (int, str))][:64]
+        # a failing example's exception keeps the frames that hold what the function returned, in reference
+        # cycles that only the garbage collector frees: a thirty-fifth hostile review's functions returned 252 MB
+        # on every input but the smallest, and Hypothesis's search and shrinking kept 11 of them (8.3 GB)
+        self._session.returned_bytes += len(body)
+        if self._session.returned_bytes > channel.MAX_FRAME:
+            gc.collect()
+            self._session.returned_bytes = len(body)
         try:
             result = channel.load(body)
         except Exception as err:  # noqa: BLE001 - whatever the student process sent
@@ -1807,6 +1823,7 @@ def _grade(autograder_zip: Path, submission: Path, limits: Limits, started: floa
                 continue
             env.refresh()
             test_file.run(env)
+            gc.collect()  # what the question's calls returned, kept in reference cycles (RemoteCallable._call)
         grading = GradingResults(test_files)
         notes.extend(_cell_notes(session.records))
         notes.extend(_restart_notes(session.restarts))

@@ -111,6 +111,44 @@ def test_a_value_over_the_budget_leaves_the_other_names_of_its_payload_readable(
         f"the names after it are read as if it were not there: {actual[1:]}"
 
 
+def test_each_name_of_a_payload_references_data_within_its_own_allowance(tmp_path):
+    """A thirty-fifth hostile review added a key to ``class_accuracy`` (whose check ignores extra keys) holding
+    references to one string that used up the payload's 256 MB: every name read after it was lost (16/31)."""
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    cells = ["big = ['x' * 2**16] * 1000", "then = 'y' * 2**21"]  # 250 MB and 8 MB, counted as the checks convert
+    session = Session(workdir, cells, Limits(), None, time.monotonic() + 120, seed=SEED)
+    try:
+        session.run_all()
+        actual = session.values(["big", "then"], whole=True)
+        assert len(actual["big"]) == 1000 and actual["then"] == "y" * 2**21, \
+            f"both names are read: {[type(v).__name__ for v in actual.values()]}"
+    finally:
+        session.process.stop()
+
+
+def test_what_functions_return_is_collected_before_it_piles_up(tmp_path, monkeypatch):
+    """A thirty-fifth hostile review's functions returned 252 MB on every input but the smallest: Hypothesis's
+    failing examples kept 11 of the returns in reference cycles (8.3 GB) until the garbage collector ran."""
+    from autograder import channel
+
+    monkeypatch.setattr(channel, "MAX_FRAME", 3.5 * 2**20)  # the judge's: collect past 3.5 MB returned
+    collected = []
+    monkeypatch.setattr(judge.gc, "collect", lambda *a: collected.append(1) or 0)
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    cells = ["import torch", "def big():\n    return torch.zeros(2**18)"]  # 1 MB a call
+    session = Session(workdir, cells, Limits(), None, time.monotonic() + 120, seed=SEED)
+    try:
+        session.run_all()
+        big = session.values(["big"])["big"]
+        returns = [big() for _ in range(7)]
+        assert all(r.shape == (2**18,) for r in returns), "every call's return is read"
+        assert len(collected) == 2, f"7 returns of 1 MB: collected after the 4th and the 7th, not {len(collected)} times"
+    finally:
+        session.process.stop()
+
+
 def test_more_than_ten_cells_that_raised_are_counted_not_listed():
     from autograder.judge import CellRecord
 

@@ -188,6 +188,24 @@ def _lesson_inputs() -> list[tuple[str, np.ndarray]]:
             ("crops(1024, np.random.default_rng(0))", ib.crops(ib.POOL_SIZE, np.random.default_rng(0)))]
 
 
+def _numbers(shown: str, value: Any) -> np.ndarray:
+    """``np.asarray(value)`` of what a student's function returned, refusing text first: NumPy pads every string
+    of a list to the longest one, so a list of one string of a million characters and 399 empty ones (1 MB sent)
+    became an array of 1.6 GB (a thirty-fifth hostile review).
+
+    Raises:
+        CheckFailure: naming ``shown``, when ``value`` holds strings or bytes.
+    """
+    stack = [value]
+    while stack:  # at most the items the judge decoded (autograder.channel.MAX_NODES)
+        item = stack.pop()
+        if isinstance(item, (str, bytes)) or (isinstance(item, np.ndarray) and item.dtype.kind in "USO"):
+            raise CheckFailure(f"`{shown}` returned text, not numbers: return a NumPy array of floats.")
+        if isinstance(item, (list, tuple)):
+            stack.extend(item)
+    return np.asarray(value)
+
+
 # ---------------------------------------------------------------- q1: crops
 
 def check_q1(crops: Callable, X_test: Any, call_with_arrays: Any) -> None:
@@ -205,7 +223,7 @@ def check_q1(crops: Callable, X_test: Any, call_with_arrays: Any) -> None:
         if got.size and (got.min() < 0 or got.max() > 1):
             raise CheckFailure(f"`{shown}` has values outside [0, 1]: scale the images to [0, 1].")
         again = call("crops", call_with_arrays, crops, n, {"rng_seed": seed})
-        if not np.array_equal(np.asarray(again), got):
+        if not np.array_equal(_numbers(shown, again), got):
             raise CheckFailure(f"`{shown}` gives different crops on two calls with fresh generators of the same "
                                "seed: draw only from `rng`.")
         if not np.array_equal(got, ib.crops(n, np.random.default_rng(seed))):
@@ -437,8 +455,8 @@ def _own_gap_agrees(gap: float, target: Any, adapter: Any, tol: float) -> bool:
     ib = _ref()
     x = ib.test_crops()[:50]
     try:
-        a = np.asarray(call("target", adapter, target, ib.shift_image(x)))
-        b = ib.shift_image(np.asarray(call("target", adapter, target, x)))
+        a = _numbers("target(shifted crops)", call("target", adapter, target, ib.shift_image(x)))
+        b = ib.shift_image(_numbers("target(crops)", call("target", adapter, target, x)))
     except CheckFailure:
         return False
     return a.shape == b.shape == x.shape and abs(gap - float(np.abs(a - b).max())) <= max(tol, 1e-9 * abs(gap))
@@ -476,10 +494,11 @@ def _expect_layout(model: str, params: Any, expected: np.ndarray) -> None:
     shown = f"fit('{model}', X, Y)"
     layout = {"conv": "(25,), laid out like neigh's last axis", "shared16": "(16, 16), the kernel's 2-D DFT",
               "local5": "(256, 25), one 5x5 kernel per output pixel", "full": "(256, 256), with y = x_flat @ p"}[model]
+    params = _numbers(shown, params)
     if np.shape(params) != expected.shape:
         raise CheckFailure(f"`{shown}` returns parameters of shape {np.shape(params)}; the question asks for "
                            f"{layout}.")
-    difference = float((np.abs(np.asarray(params) - expected) ** 2).sum())
+    difference = float((np.abs(params - expected) ** 2).sum())
     if not difference <= FIT_TOL * max(float((np.abs(expected) ** 2).sum()), 1e-300):  # NaN fails too
         raise CheckFailure(f"`{shown}` predicts right, but its parameters are not the minimum-norm least-squares "
                            f"ones laid out as the question says: {layout}.")
@@ -707,12 +726,12 @@ class _Own:
                         else student("rel_err", rel_err))
 
     def target(self, t, x):
-        return np.asarray(self.targets[t](x))
+        return _numbers(f"{t}_target(x)", self.targets[t](x))
 
     def error(self, model, X, Y, Y_test):
         params = self.fit(model, X, Y)
         pred = self.predict(model, params, _ref().test_crops())
-        return float(self.rel_err(np.asarray(pred), Y_test))
+        return float(self.rel_err(_numbers(f"predict('{model}', ...)", pred), Y_test))
 
     def degenerate(self) -> str | None:
         """Why the student's pipeline cannot carry errors forward (it would make the answers trivial), or ``None``.
@@ -745,13 +764,13 @@ class _Own:
             y_fit = ib.equivariant_target(x_fit)
             for m in MODELS:
                 params = self.fit(m, x_fit, y_fit)
-                pred = np.asarray(self.predict(m, params, x))
+                pred = _numbers(f"predict('{m}', ...)", self.predict(m, params, x))
                 if _substantial(pred, y) is None:
                     return f"`predict('{m}', ...)` gives (nearly) zeros"
                 # least squares is linear in the targets: a prediction that ignores them (a constant,
                 # the input crops) passes the probe above but makes every cell trivial
                 params2 = self.fit(m, x_fit, 2 * y_fit)
-                pred2 = np.asarray(self.predict(m, params2, x))
+                pred2 = _numbers(f"predict('{m}', ...)", self.predict(m, params2, x))
                 if pred2.shape != pred.shape or not np.allclose(pred2, 2 * pred, rtol=1e-6,
                                                                 atol=1e-6 * float(np.abs(pred).max())):
                     return (f"`predict('{m}', ...)` does not follow the targets `fit` was given "

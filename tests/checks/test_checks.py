@@ -426,6 +426,53 @@ def test_keys_shown_lists_a_few_keys_each_cut_short():
     assert actual == expected, f"ten keys, then how many more: {actual!r}"
 
 
+def test_inductive_bias_reads_a_returned_list_as_numbers_only():
+    """A thirty-fifth hostile review returned one string of a million characters and 399 empty ones (1 MB sent):
+    ``np.asarray`` pads every string to the longest, 1.6 GB."""
+    from autograder.checks.inductive_bias import _numbers
+
+    actual = failure_message(_numbers, "crops(1, rng)", ["x" * 10, "", ""])
+    assert actual == "`crops(1, rng)` returned text, not numbers: return a NumPy array of floats.", actual
+    actual = _numbers("crops(1, rng)", [[0.5, 1.0], (0.25, np.float64(2.0))])
+    assert actual.dtype == np.float64 and actual.tolist() == [[0.5, 1.0], [0.25, 2.0]], f"numbers are read: {actual}"
+
+
+class _Returned:
+    """What a student's function returned (weakly referenceable, unlike a tensor's Python wrapper's stand-ins)."""
+
+
+def test_a_propertys_failing_examples_keep_nothing_the_function_returned():
+    """A thirty-fifth hostile review's functions returned 252 MB on all but the smallest inputs: Hypothesis kept
+    the failing examples' exceptions while it searched and shrank, and with their frames 11 returns (8.3 GB)."""
+    import gc
+    import weakref
+
+    from autograder.checks.properties import given, run_property, st
+
+    alive, most = weakref.WeakSet(), []
+
+    def student(n):  # right on small inputs, as the review's were: Hypothesis searches, then shrinks
+        if n <= 100:
+            return n
+        gc.collect()
+        most.append(len(alive))
+        returned = _Returned()
+        alive.add(returned)
+        return returned
+
+    @given(st.integers(0, 1000))
+    def never_right(n):
+        got = call_student("f", student, n)
+        try:
+            expect_type(f"f({n})", got, int)
+        except CheckFailure as err:  # raised again while handling it: the first one's frames are kept too
+            raise CheckFailure(f"{err} (n = {n})") from None
+
+    with pytest.raises(CheckFailure):
+        run_property(never_right)
+    assert len(most) > 5 and max(most) == 0, f"returns alive at each call: {most}"
+
+
 def test_call_student_returns_the_result():
     actual = call_student("double", lambda x: 2 * x, 21)
     assert actual == 42, f"call_student should return the function's result, got {actual!r}"
