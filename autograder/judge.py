@@ -1344,6 +1344,7 @@ class RemoteCallable(channel.Handle):
             self._session.last_failure = str(failure)
             raise
         if header.get("op") == "raised":
+            del body  # an honest reply has none; the exception's traceback keeps this frame (a thirty-sixth review)
             raise StudentError(f"{str(header.get('type', 'Exception'))[:200]}: {str(header.get('message', ''))[:2000]}")
         if header.get("op") != "result":
             raise StudentFailure("the student process answered out of turn")

@@ -149,6 +149,30 @@ def test_what_functions_return_is_collected_before_it_piles_up(tmp_path, monkeyp
         session.process.stop()
 
 
+def test_a_reply_that_the_function_raised_keeps_no_payload_sent_with_it():
+    """A thirty-sixth hostile review's student process answered "raised" with 200 MB attached: the judge never read
+    it, and the exception's traceback kept it (in the call's frame) as long as the verdict was kept."""
+    import traceback
+
+    class Process:
+        generation, alive = 0, True
+
+        def request(self, request, payload, timeout, what):
+            return {"op": "raised", "type": "ValueError", "message": "no"}, b"x" * 1000
+
+    class FakeSession:
+        process, last_failure, returned_bytes = Process(), None, 0
+
+        def call_timeout(self, what):
+            return 1.0
+
+    function = judge.RemoteCallable(FakeSession(), 1, "f", "function", 0)
+    with pytest.raises(judge.StudentError, match="ValueError: no") as info:
+        function(1)
+    held = [frame.f_locals.get("body") for frame, _ in traceback.walk_tb(info.value.__traceback__)]
+    assert not any(held), f"the call's frame should not hold the payload: {[len(b or b'') for b in held]}"
+
+
 def test_more_than_ten_cells_that_raised_are_counted_not_listed():
     from autograder.judge import CellRecord
 

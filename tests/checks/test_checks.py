@@ -473,6 +473,32 @@ def test_a_propertys_failing_examples_keep_nothing_the_function_returned():
     assert len(most) > 5 and max(most) == 0, f"returns alive at each call: {most}"
 
 
+def test_once_keeps_a_failures_message_not_what_its_frames_held():
+    """A thirty-sixth hostile review: ``once`` kept each verdict's CheckFailure with its traceback and the exception
+    it was raised while handling, and with their frames what the student's functions returned (about 250 MB a
+    kind) for the rest of the grading."""
+    import gc
+    import weakref
+
+    from autograder.checks import once
+
+    made = []
+
+    def check():
+        returned = _Returned()
+        made.append(weakref.ref(returned))
+        try:
+            raise ValueError("the student's function raised")
+        except ValueError:
+            raise CheckFailure("`f(x)` is wrong.")
+
+    funcs = (_Returned(),)  # a key of its own for this test's verdict
+    actual = [once("a test's own kind", funcs, check) for _ in range(2)]
+    gc.collect()
+    assert [str(a) for a in actual] == ["`f(x)` is wrong."] * 2 and len(made) == 1, "one verdict, decided once"
+    assert made[0]() is None, "nothing the check's frames held is kept with its verdict"
+
+
 def test_call_student_returns_the_result():
     actual = call_student("double", lambda x: 2 * x, 21)
     assert actual == 42, f"call_student should return the function's result, got {actual!r}"
