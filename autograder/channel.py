@@ -41,6 +41,17 @@ MAX_DEPTH = 32
 #: unpickles: ``weights_only`` unpickling runs in Python, about a microsecond
 #: per item, so this bounds the time a crafted payload can cost the judge.
 MAX_PICKLE = 4 * 1024 * 1024
+#: Most records a payload may hold (one per tensor, and six more): a record costs ``zipfile`` about 0.5 KB to
+#: read, ten times its bytes in the payload.
+MAX_RECORDS = 65_536
+#: Largest pickle, and most records, of what one call of a student's function returns. The four assignments'
+#: solutions return at most 449 bytes of pickle and 10 records, and a list of 2,000 one-number arrays (an honest
+#: ``target(X_test)`` written as a loop, which ``np.asarray`` accepts) 172 KB and 2,006 records. A thirty-sixth
+#: hostile review padded a right return with 55,000 one-element tensors (4 MB of pickle): 9 seconds of the
+#: judge's time to read each reply, 40 replies to a check. Capped, a reply costs at most about 0.7 seconds; the
+#: values the judge reads once (a notebook's names) keep :data:`MAX_PICKLE` and :data:`MAX_RECORDS`.
+MAX_REPLY_PICKLE = 1024 * 1024
+MAX_REPLY_RECORDS = 4096
 #: Most containers and values one decoded value may hold, counting shared
 #: references each time they are reached (a few bytes of pickle can describe
 #: a tree of 2**64 nodes).
@@ -174,8 +185,12 @@ def dump(value: Any) -> bytes:
     return buffer.getvalue()
 
 
-def load(payload: bytes) -> Any:
+def load(payload: bytes, max_pickle: int = MAX_PICKLE, max_records: int = MAX_RECORDS) -> Any:
     """``torch.load(weights_only=True)``: tensors and plain data only, never code.
+
+    ``max_pickle`` (bytes) and ``max_records`` bound the payload's pickle
+    and its records (:func:`_records`): a function's return is read with
+    :data:`MAX_REPLY_PICKLE` and :data:`MAX_REPLY_RECORDS`.
 
     ``torch.load`` reads the payload's records only after :func:`_records`
     has read them with Python's ``zipfile`` and written them again into an
@@ -195,7 +210,7 @@ def load(payload: bytes) -> Any:
 
     if not payload:
         return None
-    records = _records(payload)
+    records = _records(payload, max_pickle, max_records)
     try:
         _check_pickle_program(records[PICKLE_RECORD])
     except ValueError:
@@ -216,12 +231,9 @@ def load(payload: bytes) -> Any:
 _RECORD_NAMES = re.compile(r"archive/(data\.pkl|data/[0-9]{1,9}|version|byteorder|\.format_version|"
                            r"\.storage_alignment|\.data/serialization_id)")
 PICKLE_RECORD = "archive/data.pkl"
-#: Most records a payload may hold (one per tensor, and six more): a record costs ``zipfile`` about 0.5 KB to
-#: read, ten times its bytes in the payload.
-MAX_RECORDS = 65_536
 
 
-def _records(payload: bytes) -> dict[str, bytes]:
+def _records(payload: bytes, max_pickle: int = MAX_PICKLE, max_records: int = MAX_RECORDS) -> dict[str, bytes]:
     """The records of a ``torch.save`` payload, read with Python's ``zipfile``, by name.
 
     Refused: anything but the records ``torch.save`` writes, named exactly
@@ -229,7 +241,7 @@ def _records(payload: bytes) -> dict[str, bytes]:
     deflated one, and 4 MB could hold a storage of 4 GB of zeros); records
     that share bytes (a thirty-first hostile review pointed 120 records at
     one storage of 25 MB, and the judge held 3.8 GB); more than
-    :data:`MAX_PICKLE` bytes of pickle or :data:`MAX_RECORDS` records.
+    ``max_pickle`` bytes of pickle or ``max_records`` records.
 
     Raises:
         ValueError: saying which.
@@ -241,13 +253,13 @@ def _records(payload: bytes) -> dict[str, bytes]:
         end = zipfile._EndRecData(source)  # the end of central directory record, before the directory is read
         if end is None:
             raise zipfile.BadZipFile
-        if end[zipfile._ECD_ENTRIES_TOTAL] > MAX_RECORDS or end[zipfile._ECD_SIZE] > MAX_RECORDS * 128:
-            raise ValueError(f"a torch.save payload of more than {MAX_RECORDS} records")
+        if end[zipfile._ECD_ENTRIES_TOTAL] > max_records or end[zipfile._ECD_SIZE] > max_records * 128:
+            raise ValueError(f"a value of more than {max_records - 6:,} tensors and arrays (one record each)")
         archive = zipfile.ZipFile(source)
         infos = archive.infolist()
         names = [info.filename for info in infos]
-        if len(infos) > MAX_RECORDS:  # the end record's count may understate what its directory holds
-            raise ValueError(f"a torch.save payload of more than {MAX_RECORDS} records")
+        if len(infos) > max_records:  # the end record's count may understate what its directory holds
+            raise ValueError(f"a value of more than {max_records - 6:,} tensors and arrays (one record each)")
         if len(set(names)) != len(names):  # exact names: _RECORD_NAMES has no capitals for miniz to fold
             raise ValueError("a torch.save payload with a record named twice")
         strange = [name for name in names if not _RECORD_NAMES.fullmatch(name)]
@@ -260,13 +272,18 @@ def _records(payload: bytes) -> dict[str, bytes]:
             raise ValueError("a compressed torch.save payload: values are sent stored, as torch.save writes them")
         if sum(info.file_size for info in infos) > len(payload):
             raise ValueError("a torch.save payload whose records share bytes")
-        if archive.getinfo(PICKLE_RECORD).file_size > MAX_PICKLE:
-            raise ValueError(f"a value of more than {MAX_PICKLE // 2**20} MB of non-tensor data")
+        if archive.getinfo(PICKLE_RECORD).file_size > max_pickle:
+            raise ValueError(f"a value of more than {_size(max_pickle)} of non-tensor data")
         return {info.filename: archive.read(info) for info in infos}
     except ValueError:
         raise
     except Exception as err:  # noqa: BLE001 - zipfile's errors on a malformed archive are of many types
         raise ValueError(f"not a torch.save payload ({type(err).__name__})") from None
+
+
+def _size(n: int) -> str:
+    """``n`` bytes as whole megabytes or kilobytes: ``"4 MB"``, ``"64 KB"``."""
+    return f"{n // 2**20} MB" if n >= 2**20 else f"{n // 2**10} KB"
 
 
 def _check_tensors(value: Any) -> None:

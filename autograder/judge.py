@@ -1359,7 +1359,7 @@ class RemoteCallable(channel.Handle):
             gc.collect()
             self._session.returned_bytes = len(body)
         try:
-            result = channel.load(body)
+            result = channel.load(body, channel.MAX_REPLY_PICKLE, channel.MAX_REPLY_RECORDS)
         except Exception as err:  # noqa: BLE001 - whatever the student process sent
             return channel.Opaque(f"value the judge could not read ({err})")
         return _decoded(result, lambda h, label, kind: RemoteCallable(self._session, h, label, kind, process.generation))

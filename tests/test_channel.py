@@ -700,3 +700,31 @@ def test_long_double_scalars_cross_as_numbers():
     for value in (np.longdouble(1.5), np.clongdouble(1.5 - 2j)):
         actual = _crossed_value(value)
         assert actual == value and not isinstance(actual, channel.Opaque), f"{value!r} crossed as {actual!r}"
+
+
+def _reply(value) -> bytes:
+    """``value`` as the student process sends it."""
+    return channel.dump(channel.encode(value, {}))
+
+
+def test_what_a_function_returns_is_read_with_a_smaller_allowance_than_a_notebook_value():
+    """A thirty-sixth hostile review padded a right return with 55,000 one-element tensors: 9 seconds of the
+    judge's time to read each reply, 40 replies to a check. A notebook's values are read once and keep the
+    larger allowance."""
+    padded = _reply([torch.zeros(1) for _ in range(channel.MAX_REPLY_RECORDS)])
+    assert len(channel.decode(channel.load(padded), None)) == 4096, "a notebook value of 4,096 tensors is read"
+    with pytest.raises(ValueError, match="more than 4,090 tensors and arrays"):
+        channel.load(padded, channel.MAX_REPLY_PICKLE, channel.MAX_REPLY_RECORDS)
+    numbers = _reply(list(range(300_000)))  # 5 bytes of pickle a number past 65,535
+    assert channel.decode(channel.load(numbers), None)[-1] == 299_999, "a notebook value of 1.4 MB of pickle is read"
+    with pytest.raises(ValueError, match="more than 1 MB of non-tensor data"):
+        channel.load(numbers, channel.MAX_REPLY_PICKLE, channel.MAX_REPLY_RECORDS)
+
+
+def test_a_loop_written_return_of_one_array_per_crop_is_still_read():
+    """``target(X_test)`` written as a loop returns 2,000 one-number arrays, which the checks accept
+    (``np.asarray``): the allowance for replies must not refuse honest work."""
+    expected = np.arange(2000, dtype=np.float64)
+    reply = _reply([np.array([v]) for v in expected])
+    actual = channel.decode(channel.load(reply, channel.MAX_REPLY_PICKLE, channel.MAX_REPLY_RECORDS), None)
+    np.testing.assert_array_equal(np.asarray(actual).ravel(), expected)

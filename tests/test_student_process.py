@@ -173,6 +173,34 @@ def test_a_reply_that_the_function_raised_keeps_no_payload_sent_with_it():
     assert not any(held), f"the call's frame should not hold the payload: {[len(b or b'') for b in held]}"
 
 
+def test_a_function_whose_return_is_padded_with_thousands_of_tensors_is_not_read():
+    """A thirty-sixth hostile review's right function padded each return with 55,000 one-element tensors, and the
+    judge spent 9 seconds reading each one: a function's return is read with the smaller allowance for replies."""
+    import torch
+
+    from autograder import channel
+
+    replies = {"padded": [torch.ones(1)] + [torch.zeros(1)] * channel.MAX_REPLY_RECORDS, "honest": torch.ones(1)}
+
+    class Process:
+        generation, alive = 0, True
+
+        def request(self, request, payload, timeout, what):
+            return {"op": "result"}, channel.dump(channel.encode(replies[what.split()[-1]], {}))
+
+    class FakeSession:
+        process, last_failure, returned_bytes = Process(), None, 0
+
+        def call_timeout(self, what):
+            return 1.0
+
+    actual = judge.RemoteCallable(FakeSession(), 1, "padded", "function", 0)()
+    assert isinstance(actual, channel.Opaque), f"a padded return should not be read: {type(actual).__name__}"
+    assert "more than 4,090 tensors and arrays" in actual.type_name, actual.type_name
+    honest = judge.RemoteCallable(FakeSession(), 2, "honest", "function", 0)()
+    assert torch.equal(honest, torch.ones(1)), f"an honest return is read: {honest!r}"
+
+
 def test_more_than_ten_cells_that_raised_are_counted_not_listed():
     from autograder.judge import CellRecord
 

@@ -2149,7 +2149,7 @@ def test_wif_a_train_mlp_that_trains_only_for_the_default_call_is_not_carried_fo
     })
     assert actual["strict"] is not None and actual["strict"].startswith("`shuffled_acc` is far from the accuracy") \
         and "not carried forward" in actual["strict"], f"an untrained net_shuffled should fail q4: {actual['strict']!r}"
-    # what carry_forward=True leaves open (README, threat model): the bands are skipped on the default call's say
+    # what carry_forward=True leaves open (docs/threat_model.md): the bands are skipped on the default call's say
     assert actual["carried"] is None, f"carry_forward=True skips the bands for this train_mlp: {actual['carried']!r}"
 
 
