@@ -35,7 +35,7 @@ lines (the batch's ``grading.log`` files).
 
 Not protected: when grading does not run as root, student code runs as the
 grader's user and could write the folder, as it could any of that user's
-files (see the README's threat model).
+files (see docs/threat_model.md).
 """
 
 from __future__ import annotations

@@ -38,7 +38,7 @@ def bundled_examples(name: str) -> list[Path]:
 
 #: What a build prints beside its name, where its notebook runs long without printing (a newcomer's
 #: ``when_it_fails`` build was silent for 14.5 minutes, and looked hung).
-SLOW_BUILDS = {"when_it_fails": "it trains its networks: 5 to 15 minutes, silent"}
+SLOW_BUILDS = {"when_it_fails": "it trains its networks: under a minute on idle cores, up to 15 under load, silent"}
 
 
 def _build(names: list[str], run_tests: bool) -> int:

@@ -220,12 +220,32 @@ def cells_to_run(nb) -> list[str]:
 
 # ---------------------------------------------------------- student process
 
-@dataclass
+@dataclass(slots=True)
 class CellRecord:
+    """What became of one code cell: the first line of the error it raised (at most
+    :data:`MAX_ERROR_LINE` characters), or why it was stopped or not run. The judge keeps one for every cell of
+    the notebook, and nothing else the cell printed (a thirty-seventh hostile review made every cell's output
+    256 KB: the judge held 7 GB after 24,000 empty cells)."""
+
     index: int
     error: str | None = None
     problem: str | None = None  # timeout / crash / memory: why the cell was stopped
-    output: str = ""
+
+
+#: The most of a cell's error the judge keeps: its first line, as the results' notes show it.
+MAX_ERROR_LINE = 300
+#: What a cell that raised keeps once :data:`MAX_CELL_ERRORS_NOTED` cells before it raised (only counted then).
+ERROR_NOT_KEPT = "(an error, counted only)"
+#: Why a cell the deadline left no time for was not run.
+NOT_RUN = "not run: the grading deadline passed"
+
+
+def first_line(error: Any) -> str | None:
+    """The first non-blank line of a cell's error, at most :data:`MAX_ERROR_LINE` characters; ``None`` stays."""
+    if error is None:
+        return None
+    text = str(error)[:64 * MAX_ERROR_LINE].strip()
+    return (text.splitlines() or [""])[0][:MAX_ERROR_LINE]
 
 
 class StudentProcess:
@@ -574,6 +594,11 @@ def _as_owner(owner: tuple[int, int] | None, read: Callable[[], Any]) -> Any:
 MAX_SHARE_SECONDS = 1.0
 #: A student process may open at most this many files, and each one is looked at for shared memory.
 MAX_FILES_LOOKED_AT = 4096
+#: The student's processes may hold at most this many files open in all: each memory check looks at every one
+#: (a thirty-seventh hostile review's 240 processes of 4,000 each cost the judge 5 seconds a check, 440 seconds
+#: of a grading; 8,192 cost 0.04 seconds). Past it the student process is stopped; honest processes hold few
+#: (a process that imported torch 26, each of a DataLoader's workers about 20).
+MAX_OPEN_FILES = 8192
 
 
 def _shared_memory_kb(pids: list[int], uid: int | None, owners: dict, kept: SharedMemoryKept | None = None) -> int:
@@ -582,9 +607,11 @@ def _shared_memory_kb(pids: list[int], uid: int | None, owners: dict, kept: Shar
     is resident in no process until mapped (a twenty-third hostile review held 1.5 GB in them unseen). What
     ``kept`` holds counts only by what it has grown since.
 
-    Raises :class:`SharedMemoryTooLarge` (:func:`_dev_shm_files`)."""
+    Raises :class:`SharedMemoryTooLarge` (:func:`_dev_shm_files`), also when ``pids`` hold more than
+    :data:`MAX_OPEN_FILES` files open in all (counted before any is looked at)."""
     kept = kept or SharedMemoryKept()
     seen: dict[tuple[int, int], int] = {}
+    opened = [0]
 
     def add(info: os.stat_result) -> None:
         key = (info.st_dev, info.st_ino)
@@ -593,7 +620,11 @@ def _shared_memory_kb(pids: list[int], uid: int | None, owners: dict, kept: Shar
     for pid in pids:
         def held(pid=pid) -> list[os.stat_result]:
             out = []
-            for fd in os.listdir(f"/proc/{pid}/fd")[:MAX_FILES_LOOKED_AT]:
+            fds = os.listdir(f"/proc/{pid}/fd")[:MAX_FILES_LOOKED_AT]
+            opened[0] += len(fds)
+            if opened[0] > MAX_OPEN_FILES:
+                raise SharedMemoryTooLarge(f"held more than {MAX_OPEN_FILES:,} files open in its processes")
+            for fd in fds:
                 try:
                     target = os.readlink(f"/proc/{pid}/fd/{fd}")
                     if target.startswith(("/memfd:", "/dev/shm/")):
@@ -898,7 +929,8 @@ class SharedMemoryKept:
 
 
 class SharedMemoryTooLarge(Exception):
-    """The sandbox user keeps more files or deeper folders in ``/dev/shm`` than the judge looks through."""
+    """The sandbox user keeps more files or deeper folders in ``/dev/shm``, or its processes hold more files
+    open, than the judge looks through."""
 
 
 def _walk_shared_memory(uid: int, kept: SharedMemoryKept | None = None, owned_only: bool = False,
@@ -1172,7 +1204,7 @@ class Session:
                                          what=f"running code cell {index + 1}", interrupt=True)
         error = header.get("error")
         self._note_torch_state(header.get("torch_state"))
-        return CellRecord(index, None if error is None else str(error)[:4000], None, str(header.get("output", ""))[:65536])
+        return CellRecord(index, first_line(error))
 
     def _note_torch_state(self, state: Any) -> None:
         """Keep a cell's torch settings (:data:`MAX_TORCH_STATES` distinct at most), the latest last."""
@@ -1189,11 +1221,17 @@ class Session:
     def run_all(self) -> None:
         """Execute every cell once, in order, until the deadline."""
         self.process.start()
+        raised = 0
         for index in range(len(self.cells)):
             if self.remaining() <= 0:
-                self.records.append(CellRecord(index, None, "not run: the grading deadline passed"))
+                self.records.append(CellRecord(index, None, NOT_RUN))
                 continue
-            self.records.append(self._run_guarded(index))
+            record = self._run_guarded(index)
+            if record.error and not record.problem:
+                raised += 1
+                if raised > MAX_CELL_ERRORS_NOTED:
+                    record.error = ERROR_NOT_KEPT
+            self.records.append(record)
 
     def _run_guarded(self, index: int) -> CellRecord:
         try:
@@ -1863,20 +1901,31 @@ MAX_CELL_ERRORS_NOTED = 10
 
 
 def _cell_notes(records: list[CellRecord]) -> list[str]:
-    """One line per cell that was stopped, and per cell that raised (the first :data:`MAX_CELL_ERRORS_NOTED`,
-    the error's first line): a question that then finds its answer missing is explained; then, if any,
-    :data:`CELLS_COUNTED`."""
-    notes, raised = [], 0
+    """One line per cell that was stopped and per cell that raised (the first :data:`MAX_CELL_ERRORS_NOTED` of
+    each, the error's first line; the rest counted), and one for the cells the deadline left no time for: a
+    question that then finds its answer missing is explained; then, if any, :data:`CELLS_COUNTED`."""
+    notes, raised, stopped = [], 0, 0
+    not_run = [record.index + 1 for record in records if record.problem == NOT_RUN]
     for record in records:
+        if record.problem == NOT_RUN:
+            continue
         if record.problem:
-            notes.append(f"Code cell {record.index + 1} {record.problem}; grading went on without it.")
+            stopped += 1
+            if stopped <= MAX_CELL_ERRORS_NOTED:
+                notes.append(f"Code cell {record.index + 1} {record.problem}; grading went on without it.")
         elif record.error:
             raised += 1
             if raised <= MAX_CELL_ERRORS_NOTED:
-                first = (record.error.strip().splitlines() or [""])[0][:300]
-                notes.append(f"Code cell {record.index + 1} raised {first}; grading went on after it.")
+                notes.append(f"Code cell {record.index + 1} raised {first_line(record.error)}; grading went on "
+                             "after it.")
+    if stopped > MAX_CELL_ERRORS_NOTED:
+        notes.append(f"{stopped - MAX_CELL_ERRORS_NOTED} more code cell(s) were stopped.")
     if raised > MAX_CELL_ERRORS_NOTED:
         notes.append(f"{raised - MAX_CELL_ERRORS_NOTED} more code cell(s) raised errors.")
+    if len(not_run) == 1:
+        notes.append(f"Code cell {not_run[0]} {NOT_RUN}.")
+    elif not_run:  # the cells after the deadline: the last ones
+        notes.append(f"Code cells {not_run[0]} to {not_run[-1]} were {NOT_RUN}.")
     if notes:  # Jupyter numbers cells by when they ran ([5]), not where they are
         notes.append(CELLS_COUNTED)
     return notes

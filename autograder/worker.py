@@ -28,32 +28,15 @@ import sys
 import traceback
 from zlib import crc32 as _crc32  # bound before any cell runs: a notebook that replaces zlib.crc32 changes nothing here
 
-#: Printed output kept per cell; the rest is counted and dropped.
-OUTPUT_KEEP = 8 * 1024
-
-
-class BoundedText(io.TextIOBase):
-    """A text stream that keeps the first ``limit`` characters and counts the rest."""
-
-    def __init__(self, limit: int = OUTPUT_KEEP):
-        self.limit, self.kept, self.dropped = limit, [], 0
-        self._size = 0
+class Discarded(io.TextIOBase):
+    """Where a cell's printed output goes: nowhere. The judge shows none of it (a thirty-seventh hostile review
+    made every cell's output 256 KB, which the judge kept for the whole grading)."""
 
     def writable(self) -> bool:
         return True
 
     def write(self, text) -> int:
-        text = str(text)
-        room = self.limit - self._size
-        if room > 0:
-            self.kept.append(text[:room])
-            self._size += min(room, len(text))
-        self.dropped += max(0, len(text) - max(room, 0))
-        return len(text)
-
-    def value(self) -> str:
-        tail = f"\n[{self.dropped} more characters of output not kept]" if self.dropped else ""
-        return "".join(self.kept) + tail
+        return len(str(text))
 
 
 def _shell():
@@ -101,8 +84,7 @@ def main(fd: int) -> None:
             return
         op = request.get("op")
         if op == "exec":
-            out = BoundedText()
-            sys.stdout = sys.stderr = out
+            sys.stdout = sys.stderr = Discarded()
             try:
                 _seed(request.get("seed"))
                 result = shell.run_cell(request["source"], store_history=False, silent=False)
@@ -112,7 +94,6 @@ def main(fd: int) -> None:
                 reply = {"op": "done", "error": f"{type(err).__name__}: {err}"}
             finally:
                 sys.stdout, sys.stderr = real_stdout, real_stderr
-            reply["output"] = out.value()
             reply["torch_state"] = _torch_state()
             channel.send(sock, reply)
         elif op == "get":

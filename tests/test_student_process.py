@@ -966,3 +966,70 @@ def test_staging_folders_of_a_judge_that_no_longer_runs_are_removed(tmp_path, mo
     actual = {folder: sorted(p.name for p in (tmp_path / folder).iterdir()) for folder in ("shm", "tmp")}
     expected = sorted([names["live"], names["other"]])
     assert actual == {"shm": expected, "tmp": expected}, f"only the ended judge's staging folders go: {actual}"
+
+
+class _Replies:
+    """A student process that answers every cell with ``reply`` (the judge side of :class:`Session` only)."""
+    generation, alive = 0, True
+
+    def __init__(self, reply: dict):
+        self.reply = reply
+
+    def start(self):
+        pass
+
+    def request(self, request, payload, timeout, what, interrupt=False):
+        return dict(self.reply), b""
+
+
+def test_the_judge_keeps_only_the_first_line_of_what_each_cell_raised(tmp_path):
+    """A thirty-seventh hostile review made every cell's reply carry 256 KB of output, which the judge kept for
+    every cell of the notebook (7 GB after 24,000 empty cells): it keeps no output, only each error's first line,
+    and only for the cells the notes name."""
+    cells = ["pass"] * 40
+    session = Session(tmp_path, cells, Limits(), None, time.monotonic() + 120, seed=SEED)
+    session.process = _Replies({"op": "done", "error": "ValueError: " + "é" * 65_536 + "\nsecond line",
+                                "output": "\U0001F600" * 65_536})
+    session.run_all()
+    actual = session.records
+    assert len(actual) == 40, f"one record a cell: {len(actual)}"
+    assert not hasattr(actual[0], "output"), f"no output is kept: {len(getattr(actual[0], 'output', ''))} characters"
+    assert actual[0].error == ("ValueError: " + "é" * 65_536)[:judge.MAX_ERROR_LINE], \
+        f"the first line, cut at {judge.MAX_ERROR_LINE} characters: {len(actual[0].error)} characters kept"
+    kept = [r.index for r in actual if r.error != judge.ERROR_NOT_KEPT]
+    assert kept == list(range(judge.MAX_CELL_ERRORS_NOTED)), f"the first 10 errors kept, the rest counted: {kept}"
+    notes = _cell_notes(actual)
+    assert notes[-2:] == ["30 more code cell(s) raised errors.", CELLS_COUNTED], notes[-2:]
+
+
+def test_cells_the_deadline_left_no_time_for_share_one_note():
+    from autograder.judge import NOT_RUN, CellRecord
+
+    records = ([CellRecord(0, None, "stopped: it used more than 3072 MB")]
+               + [CellRecord(i, None, NOT_RUN) for i in range(1, 5000)])
+    actual = _cell_notes(records)
+    assert actual == ["Code cell 1 stopped: it used more than 3072 MB; grading went on without it.",
+                      "Code cells 2 to 5000 were not run: the grading deadline passed.", CELLS_COUNTED], actual
+    assert _cell_notes([CellRecord(0, None, NOT_RUN)])[0] == "Code cell 1 not run: the grading deadline passed.", \
+        "one cell not run is named alone"
+    stopped = _cell_notes([CellRecord(i, None, "interrupted after 60 seconds") for i in range(12)])
+    assert stopped[-2:] == ["2 more code cell(s) were stopped.", CELLS_COUNTED], stopped
+
+
+def test_processes_holding_too_many_files_open_are_stopped(tmp_path, monkeypatch):
+    """A thirty-seventh hostile review's 240 processes each held 4,000 descriptors: every memory check looked at
+    each one (5 seconds of the judge's time a check, 440 seconds in a grading). Here the cap is 200 files."""
+    monkeypatch.setattr(judge, "MAX_OPEN_FILES", 200)
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    cells = ["import os, time\nheld = [os.open(os.devnull, os.O_RDONLY) for _ in range(300)]\ntime.sleep(20)",
+             "after = 1"]
+    session = Session(workdir, cells, Limits(), None, time.monotonic() + 120, seed=SEED)
+    try:
+        session.run_all()
+        problem = session.records[0].problem or ""
+        assert "held more than 200 files open in its processes" in problem, \
+            f"the cell holding 300 files should be stopped: {session.records[0]}"
+        assert session.values(["after"])["after"] == 1, "grading goes on after the stopped cell"
+    finally:
+        session.process.stop()

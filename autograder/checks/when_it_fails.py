@@ -166,7 +166,7 @@ FINAL_KNOWS_VALIDATION = 0.85
 #: images added to its fitting images 2.1 to 2.5 (three seeds), with 150 added 3.0 to 4.3 (six seeds and
 #: splits). A network that never saw the file's test images is a draw from the null, whatever its quality, so a
 #: z of 4 wrongly fails about 3 honest networks in 100,000: leaks of up to about 150 images (about 0.04 of
-#: test accuracy) pass, and the README says so.
+#: test accuracy) pass, and docs/threat_model.md says so.
 SEALED_TEST_Z = 4.0
 #: Exercise 2: robustness bought at 2 pixels, 0.23-0.31 over six seeds; the
 #: original network re-scored, or unshifted copies, buy nothing.
