@@ -48,7 +48,7 @@ import zipfile
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from autograder import channel
 
@@ -261,11 +261,16 @@ class StudentProcess:
         #: the shared memory the sandbox user held before this grading, which is neither the student's to count
         #: nor the judge's to remove: ``nobody``'s (slot 0) may be another service's (a newcomer's walkthrough)
         self.kept = SharedMemoryKept()
+        #: the entries of the scratch folder before the notebook ran (:meth:`start`)
+        self.staged: SharedMemoryKept | None = None
         if user is not None and user.pw_name == SANDBOX_USER:
             self.kept = SharedMemoryKept.now(user.pw_uid)
 
     # -- life cycle
     def start(self) -> None:
+        if self.user is not None and self.staged is None:  # the notebook and its support files, as staged
+            self.staged = SharedMemoryKept({(info.st_dev, info.st_ino): 0 for _, _, info, _ in _walk_shared_memory(
+                self.user.pw_uid, bounded=False, folder=str(self.workdir))})
         judge_end, student_end = socket.socketpair()
         env = {
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
@@ -403,6 +408,8 @@ class StudentProcess:
         total = sum(kb + tables for kb, tables, _ in resident.values())
         total += _shared_memory_kb(pids, self.user.pw_uid if self.user is not None else None,
                                    {pid: owner for pid, (_, _, owner) in resident.items()}, self.kept)
+        if self.user is not None:  # on disk, not memory: counted so that removing them stays quick
+            _count_leftovers(self.user.pw_uid, self.kept, self.workdir)
         if total / 1024 <= self.limits.memory_mb:
             return total / 1024
         started = time.monotonic()
@@ -468,6 +475,9 @@ class StudentProcess:
             used = self._memory_mb(tree=tree)
         except SharedMemoryTooLarge as err:
             self.stop()
+            if isinstance(err, TooManyFiles) and self.user is not None:
+                # the scratch folder back as staged: the replay would start over the limit, and stop at once
+                _remove_dev_shm_entries(self.user.pw_uid, self.staged, folder=str(self.workdir))
             raise StudentFailure(f"it {err} while {what}, and was stopped") from None
         if used > self.limits.memory_mb:
             self.stop()
@@ -733,15 +743,15 @@ def _remove_folder(parent: int, name: str, beside: str) -> None:
             except OSError:
                 continue
             try:
-                with os.scandir(fd) as entries:
-                    names = [(entry.name, entry.is_dir(follow_symlinks=False)) for entry in entries]
-                for child, is_folder in names:
-                    if is_folder:
-                        moved += 1
-                        if _quietly(os.rename, child, str(moved), src_dir_fd=fd, dst_dir_fd=staging_fd):
-                            pending.append(str(moved))
-                    else:
-                        _quietly(os.unlink, child, dir_fd=fd)
+                with os.scandir(fd) as entries:  # one entry at a time (a thirty-eighth hostile review)
+                    for entry in entries:
+                        child, is_folder = entry.name, entry.is_dir(follow_symlinks=False)
+                        if is_folder:
+                            moved += 1
+                            if _quietly(os.rename, child, str(moved), src_dir_fd=fd, dst_dir_fd=staging_fd):
+                                pending.append(str(moved))
+                        else:
+                            _quietly(os.unlink, child, dir_fd=fd)
             except OSError:
                 pass
             finally:
@@ -903,9 +913,16 @@ MAX_SHARED_ENTRIES = 4096
 MAX_SHARED_DEPTH = 32
 #: The other folders every user may write to, where the sandbox user's files are removed as its ``/dev/shm``
 #: ones are when the student process stops (a twenty-seventh hostile review left 900 MB in ``/var/tmp``, which
-#: the next submission, run as the same user, could read; a batch could fill the disk). They are not counted:
-#: they are on disk, not in memory, and each file is at most 512 MB (``RLIMIT_FSIZE``).
+#: the next submission, run as the same user, could read; a batch could fill the disk). Their bytes are not
+#: counted: they are on disk, not in memory, and each file is at most 512 MB (``RLIMIT_FSIZE``); their number
+#: is (:data:`MAX_LEFTOVER_ENTRIES`).
 LEFTOVER_FOLDERS = ("/tmp", "/var/tmp", "/run/lock")
+#: The sandbox user may keep at most this many files and folders in :data:`LEFTOVER_FOLDERS` and its own
+#: scratch folder, counted on every check of the tree's memory; past it it is stopped. Every one is removed
+#: when it stops: a thirty-eighth hostile review made 7.2 million hard links there (24 bytes of disk each), and
+#: the judge's walk listed them all before removing any (7 GB, 111 s, and a grade timeout in the middle left
+#: 878,769 behind). Honest notebooks keep a few dozen (their support files, matplotlib's cache).
+MAX_LEFTOVER_ENTRIES = 16_384
 
 
 @dataclass(frozen=True)
@@ -933,34 +950,41 @@ class SharedMemoryTooLarge(Exception):
     open, than the judge looks through."""
 
 
+class TooManyFiles(SharedMemoryTooLarge):
+    """The sandbox user keeps more than :data:`MAX_LEFTOVER_ENTRIES` files and folders in
+    :data:`LEFTOVER_FOLDERS` and its scratch folder."""
+
+
 def _walk_shared_memory(uid: int, kept: SharedMemoryKept | None = None, owned_only: bool = False,
-                        bounded: bool = True, folder: str | None = None):
+                        bounded: bool = True, folder: str | None = None, limit: int | None = None):
     """Yield ``(folder fd, name, lstat, depth)`` for the entries below ``folder`` (default
     :data:`SHARED_MEMORY_FOLDER`; none if it cannot be opened)
     that ``uid`` may have made (``owned_only``: those it owns and ``kept`` does not hold), depth first, without
     recursion, never following a link, looking into a folder only if ``uid`` owns it or anyone may write to it
     (``uid``'s new folders are yielded, not entered, when ``owned_only``: the caller removes them whole).
 
-    ``bounded``: raise :class:`SharedMemoryTooLarge` past :data:`MAX_SHARED_ENTRIES` new entries of ``uid`` or
-    a new folder of ``uid`` :data:`MAX_SHARED_DEPTH` levels deep; otherwise deeper folders are not looked into.
-    An entry that goes away while it is read is skipped.
+    ``bounded``: raise :class:`SharedMemoryTooLarge` past ``limit`` (default :data:`MAX_SHARED_ENTRIES`) new
+    entries of ``uid`` or a new folder of ``uid`` :data:`MAX_SHARED_DEPTH` levels deep; otherwise deeper
+    folders are not looked into. Folders are read one entry at a time, so the walk holds one open folder per
+    level and nothing more, however many entries it meets; an entry that goes away while it is read is skipped.
     """
     kept = kept or SharedMemoryKept()
+    limit = MAX_SHARED_ENTRIES if limit is None else limit
     owned = 0
-    stack: list[tuple[int, list[tuple[str, os.stat_result]], int]] = []
+    stack: list[tuple[int, Iterator[tuple[str, os.stat_result]], int]] = []
 
-    def read(fd: int) -> list[tuple[str, os.stat_result]]:
-        out = []
+    def read(fd: int) -> Iterator[tuple[str, os.stat_result]]:
+        # one entry at a time, never the whole folder: a thirty-eighth hostile review's folder of 7 million
+        # hard links, listed whole with their lstat, took the judge 7 GB
         try:
             with os.scandir(fd) as entries:
                 for entry in entries:
                     try:
-                        out.append((entry.name, entry.stat(follow_symlinks=False)))
+                        yield entry.name, entry.stat(follow_symlinks=False)
                     except OSError:
                         continue
         except OSError:
-            pass
-        return out
+            return
 
     where = folder or SHARED_MEMORY_FOLDER
     try:
@@ -971,16 +995,18 @@ def _walk_shared_memory(uid: int, kept: SharedMemoryKept | None = None, owned_on
     try:
         while stack:
             fd, entries, depth = stack[-1]
-            if not entries:
+            item = next(entries, None)
+            if item is None:
+                entries.close()
                 if fd != top:
                     os.close(fd)
                 stack.pop()
                 continue
-            name, info = entries.pop()
+            name, info = item
             mine = info.st_uid == uid and (info.st_dev, info.st_ino) not in kept.files
             owned += mine
-            if bounded and owned > MAX_SHARED_ENTRIES:
-                raise SharedMemoryTooLarge(f"kept more than {MAX_SHARED_ENTRIES} files and folders in {where}")
+            if bounded and owned > limit:
+                raise SharedMemoryTooLarge(f"kept more than {limit} files and folders in {where}")
             folder = stat.S_ISDIR(info.st_mode)
             if mine or not owned_only:
                 yield fd, name, info, depth
@@ -996,10 +1022,34 @@ def _walk_shared_memory(uid: int, kept: SharedMemoryKept | None = None, owned_on
                 continue
             stack.append((child, read(child), depth + 1))
     finally:
-        for fd, _, _ in stack:
+        for fd, entries, _ in stack:
+            entries.close()
             if fd != top:
                 os.close(fd)
         os.close(top)
+
+
+def _count_leftovers(uid: int, kept: SharedMemoryKept | None, workdir: Path) -> int:
+    """How many files and folders ``uid`` keeps in :data:`LEFTOVER_FOLDERS` and ``workdir`` (but what ``kept``
+    holds), looking at no more than that and the folders anyone may write to.
+
+    Raises:
+        TooManyFiles: more than :data:`MAX_LEFTOVER_ENTRIES` in all (the scratch folder is then put back as
+            it was staged, :meth:`StudentProcess._check_running`).
+        SharedMemoryTooLarge: folders :data:`MAX_SHARED_DEPTH` deep.
+    """
+    kept = kept or SharedMemoryKept()
+    count = 0
+    for folder in (*LEFTOVER_FOLDERS, str(workdir)):
+        try:
+            for _, _, info, _ in _walk_shared_memory(uid, kept, folder=folder, limit=MAX_LEFTOVER_ENTRIES - count):
+                count += info.st_uid == uid and (info.st_dev, info.st_ino) not in kept.files
+        except SharedMemoryTooLarge as err:
+            if not str(err).startswith("kept more than"):
+                raise
+            raise TooManyFiles(f"kept more than {MAX_LEFTOVER_ENTRIES:,} files and folders in "
+                               f"{', '.join(LEFTOVER_FOLDERS)} and its own folder") from None
+    return count
 
 
 def _dev_shm_files(uid: int, kept: SharedMemoryKept | None = None) -> list[tuple[str, os.stat_result]]:

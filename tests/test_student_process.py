@@ -1033,3 +1033,62 @@ def test_processes_holding_too_many_files_open_are_stopped(tmp_path, monkeypatch
         assert session.values(["after"])["after"] == 1, "grading goes on after the stopped cell"
     finally:
         session.process.stop()
+
+
+def test_the_walk_reads_a_folder_one_entry_at_a_time(shared_folder):
+    """A thirty-eighth hostile review made 7.2 million hard links in /tmp: the judge's walk listed every entry
+    with its lstat before removing any (7 GB). The walk holds one entry at a time: here 20,000 entries, which
+    listed whole took about 16 MB."""
+    import tracemalloc
+
+    target = shared_folder / "target"
+    target.write_bytes(b"")
+    for i in range(20_000):
+        os.link(target, shared_folder / f"link-{i}")  # hard links, as the review made them: no data, one inode
+    tracemalloc.start()
+    try:
+        count = sum(1 for _ in judge._walk_shared_memory(os.getuid(), bounded=False))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert count == 20_001, f"every entry is walked: {count}"
+    assert peak < 2 * 2**20, f"the walk should hold one entry at a time, not the folder: {peak / 2**20:.1f} MB"
+    judge._remove_dev_shm_entries(os.getuid())
+    assert list(shared_folder.iterdir()) == [], "every entry of the user's is removed"
+
+
+def test_files_kept_in_the_shared_folders_and_the_scratch_folder_are_counted(tmp_path, monkeypatch):
+    """What the student keeps in /tmp, /var/tmp, /run/lock and its own folder is counted on every memory check,
+    so that removing it when the student process stops stays quick (a thirty-eighth hostile review)."""
+    shared, workdir = tmp_path / "tmp", tmp_path / "work"
+    shared.mkdir()
+    (workdir / "deeper").mkdir(parents=True)
+    monkeypatch.setattr(judge, "LEFTOVER_FOLDERS", (str(shared),))
+    monkeypatch.setattr(judge, "MAX_LEFTOVER_ENTRIES", 50)
+    for i in range(20):
+        (shared / f"s{i}").write_bytes(b"")
+        (workdir / "deeper" / f"w{i}").write_bytes(b"")
+    assert judge._count_leftovers(os.getuid(), None, workdir) == 41, "20 + 20 files and the folder they are in"
+    for i in range(20):
+        (shared / f"t{i}").write_bytes(b"")
+    with pytest.raises(judge.SharedMemoryTooLarge, match="kept more than 50 files and folders in .* and its own"):
+        judge._count_leftovers(os.getuid(), None, workdir)
+
+
+def test_a_cell_that_makes_too_many_files_is_stopped(sandbox, monkeypatch):
+    """A thirty-eighth hostile review made 7.2 million hard links where the judge removes them afterwards: the
+    student is stopped past the limit, and its scratch folder put back as it was staged."""
+    user, workdir = sandbox
+    monkeypatch.setattr(judge, "MAX_LEFTOVER_ENTRIES", 200)
+    cell = "import os, time\nfor i in range(300):\n    open(f'f{i}', 'w').close()\ntime.sleep(20)"
+    session = Session(workdir, [cell, "after = 1"], Limits(), user, time.monotonic() + 120)
+    try:
+        session.run_all()
+        problem = session.records[0].problem or ""
+        assert "kept more than 200 files and folders" in problem, \
+            f"a cell that keeps 300 files should be stopped: {session.records[0]}"
+        assert session.values(["after"])["after"] == 1, "grading goes on after the stopped cell"
+        left = sorted(p.name for p in workdir.glob("f*"))
+        assert left == [], f"the scratch folder is put back as staged, or the replay stops at once: {left[:5]}"
+    finally:
+        session.process.stop()
