@@ -21,6 +21,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import pytest
@@ -1022,15 +1023,20 @@ def test_processes_holding_too_many_files_open_are_stopped(tmp_path, monkeypatch
     monkeypatch.setattr(judge, "MAX_OPEN_FILES", 200)
     workdir = tmp_path / "work"
     workdir.mkdir()
-    cells = ["import os, time\nheld = [os.open(os.devnull, os.O_RDONLY) for _ in range(300)]\ntime.sleep(20)",
-             "after = 1"]
-    session = Session(workdir, cells, Limits(), None, time.monotonic() + 120, seed=SEED)
+    cell = "import os, time\nheld = [os.open(os.devnull, os.O_RDONLY) for _ in range(300)]\ntime.sleep(20)"
+    _first_cell_is_stopped(workdir, None, cell, "held more than 200 files open in its processes")
+
+
+def _first_cell_is_stopped(workdir: Path, user, cell: str, expected: str, then: Callable[[], None] = lambda: None):
+    """Run ``cell`` and then ``after = 1``: the first is stopped with a problem that says ``expected``, grading
+    goes on after it, and ``then()`` holds before the student process stops."""
+    session = Session(workdir, [cell, "after = 1"], Limits(), user, time.monotonic() + 120, seed=SEED)
     try:
         session.run_all()
         problem = session.records[0].problem or ""
-        assert "held more than 200 files open in its processes" in problem, \
-            f"the cell holding 300 files should be stopped: {session.records[0]}"
+        assert expected in problem, f"the cell should be stopped ({expected}): {session.records[0]}"
         assert session.values(["after"])["after"] == 1, "grading goes on after the stopped cell"
+        then()
     finally:
         session.process.stop()
 
@@ -1081,14 +1087,9 @@ def test_a_cell_that_makes_too_many_files_is_stopped(sandbox, monkeypatch):
     user, workdir = sandbox
     monkeypatch.setattr(judge, "MAX_LEFTOVER_ENTRIES", 200)
     cell = "import os, time\nfor i in range(300):\n    open(f'f{i}', 'w').close()\ntime.sleep(20)"
-    session = Session(workdir, [cell, "after = 1"], Limits(), user, time.monotonic() + 120)
-    try:
-        session.run_all()
-        problem = session.records[0].problem or ""
-        assert "kept more than 200 files and folders" in problem, \
-            f"a cell that keeps 300 files should be stopped: {session.records[0]}"
-        assert session.values(["after"])["after"] == 1, "grading goes on after the stopped cell"
+
+    def put_back() -> None:
         left = sorted(p.name for p in workdir.glob("f*"))
         assert left == [], f"the scratch folder is put back as staged, or the replay stops at once: {left[:5]}"
-    finally:
-        session.process.stop()
+
+    _first_cell_is_stopped(workdir, user, cell, "kept more than 200 files and folders", put_back)
