@@ -273,17 +273,12 @@ def _records(payload: bytes, max_pickle: int = MAX_PICKLE, max_records: int = MA
         if sum(info.file_size for info in infos) > len(payload):
             raise ValueError("a torch.save payload whose records share bytes")
         if archive.getinfo(PICKLE_RECORD).file_size > max_pickle:
-            raise ValueError(f"a value of more than {_size(max_pickle)} of non-tensor data")
+            raise ValueError(f"a value of more than {max_pickle // 2**20} MB of non-tensor data")
         return {info.filename: archive.read(info) for info in infos}
     except ValueError:
         raise
     except Exception as err:  # noqa: BLE001 - zipfile's errors on a malformed archive are of many types
         raise ValueError(f"not a torch.save payload ({type(err).__name__})") from None
-
-
-def _size(n: int) -> str:
-    """``n`` bytes as whole megabytes or kilobytes: ``"4 MB"``, ``"64 KB"``."""
-    return f"{n // 2**20} MB" if n >= 2**20 else f"{n // 2**10} KB"
 
 
 def _check_tensors(value: Any) -> None:

@@ -950,6 +950,10 @@ class SharedMemoryTooLarge(Exception):
     open, than the judge looks through."""
 
 
+class TooManyEntries(SharedMemoryTooLarge):
+    """A walk (:func:`_walk_shared_memory`) met more of the sandbox user's entries than its limit."""
+
+
 class TooManyFiles(SharedMemoryTooLarge):
     """The sandbox user keeps more than :data:`MAX_LEFTOVER_ENTRIES` files and folders in
     :data:`LEFTOVER_FOLDERS` and its scratch folder."""
@@ -1006,7 +1010,7 @@ def _walk_shared_memory(uid: int, kept: SharedMemoryKept | None = None, owned_on
             mine = info.st_uid == uid and (info.st_dev, info.st_ino) not in kept.files
             owned += mine
             if bounded and owned > limit:
-                raise SharedMemoryTooLarge(f"kept more than {limit} files and folders in {where}")
+                raise TooManyEntries(f"kept more than {limit} files and folders in {where}")
             folder = stat.S_ISDIR(info.st_mode)
             if mine or not owned_only:
                 yield fd, name, info, depth
@@ -1044,9 +1048,7 @@ def _count_leftovers(uid: int, kept: SharedMemoryKept | None, workdir: Path) -> 
         try:
             for _, _, info, _ in _walk_shared_memory(uid, kept, folder=folder, limit=MAX_LEFTOVER_ENTRIES - count):
                 count += info.st_uid == uid and (info.st_dev, info.st_ino) not in kept.files
-        except SharedMemoryTooLarge as err:
-            if not str(err).startswith("kept more than"):
-                raise
+        except TooManyEntries:
             raise TooManyFiles(f"kept more than {MAX_LEFTOVER_ENTRIES:,} files and folders in "
                                f"{', '.join(LEFTOVER_FOLDERS)} and its own folder") from None
     return count
