@@ -9,6 +9,10 @@
   student's function, whole run, the student process's start, memory); the timeout stops a grading from
   outside (default: the deadline plus 60 s). ``--runner otter`` grades with ``otter run`` instead (hidden
   tests in the student's kernel, no limits: for comparison only).
+* ``report OUT`` — write ``OUT/report.html`` for a batch graded earlier (``grade`` writes it itself).
+* ``compare OLD_OUT NEW_OUT [--csv FILE]`` — every submission whose total or any question's score differs
+  between two gradings of a batch, with both scores and messages, also as CSV (default
+  ``NEW_OUT/compare.csv``); exit status 0 when nothing changed, 1 when something did.
 * ``demo`` — the main job: build every assignment, grade its bundled example
   submissions (the solution, the blank student notebook and the examples in
   ``assignments/NAME/examples/``), print the scores.
@@ -25,7 +29,10 @@ import sys
 from pathlib import Path
 
 from autograder import build as build_mod
+from autograder import compare as compare_mod
 from autograder import grade as grade_mod
+from autograder import report as report_mod
+from autograder.outcomes import BatchError
 from autograder.student_package import StudentPackageError, build_student_package, student_modules
 
 
@@ -61,6 +68,7 @@ def _grade(name: str, submissions: list[Path], out: Path | None, jobs: int, time
                                    limits=limits)
     print(grade_mod.format_table(results))
     print(f"results: {out}/<submission>/results.json; table: {out / 'scores.csv'}")
+    print(f"report:  {report_mod.write_report(out)}")
     return results
 
 
@@ -122,6 +130,18 @@ def main(argv: list[str] | None = None) -> int:
     for option, _, kind, unit, text in LIMIT_OPTIONS:
         p.add_argument(option, type=_positive(kind, unit), default=None, help=f"{text}; judge runner only")
 
+    p = sub.add_parser("report", help="write a graded batch's report.html (grade writes it itself)")
+    p.add_argument("out", type=Path, help="the batch's output folder (grade --out), holding scores.csv")
+
+    p = sub.add_parser("compare", help="list the submissions whose scores changed between two gradings of a batch",
+                       description="List every submission whose total or any question's score changed between two "
+                                   "gradings of the same batch, with both scores and both messages, and write the "
+                                   "same as CSV. Exit status 0 when nothing changed, 1 when something did, 2 when a "
+                                   "folder holds no graded batch.")
+    p.add_argument("old", type=Path, help="the earlier grading's output folder (grade --out)")
+    p.add_argument("new", type=Path, help="the later grading's output folder")
+    p.add_argument("--csv", type=Path, default=None, help="where to write the CSV (default NEW/compare.csv)")
+
     p = sub.add_parser("demo", help="build everything and grade the bundled example submissions")
     p.add_argument("--jobs", type=_positive(int, "submissions"), default=2,
                    help="submissions graded at once (default 2)")
@@ -152,6 +172,16 @@ def main(argv: list[str] | None = None) -> int:
             build_mod.master_notebook(args.name)
             results = _grade(args.name, args.submissions, args.out, args.jobs, args.timeout, args.runner, limits)
             return 0 if all(r.error is None for r in results) else 1
+        if args.command == "report":
+            print(f"report: {report_mod.write_report(args.out)}")
+            return 0
+        if args.command == "compare":
+            changes = compare_mod.compare(args.old, args.new)
+            table = args.csv or args.new / compare_mod.CSV_NAME
+            compare_mod.write_csv(changes, table)
+            print(compare_mod.format_changes(changes, args.old, args.new))
+            print(f"table: {table}")
+            return 1 if changes else 0
         if args.command == "demo":
             names = build_mod.available()
             _build(names, run_tests=True)
@@ -174,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  holds {', '.join(student_modules())} (autograder.checks: the layered checks only); "
                   "no hidden tests, no reference/")
             return 0
-    except (build_mod.BuildError, StudentPackageError) as err:
+    except (build_mod.BuildError, StudentPackageError, BatchError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     return 0

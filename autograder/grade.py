@@ -110,7 +110,7 @@ def question_scores(results: dict) -> dict[str, tuple[float, float]]:
 
 
 #: names in a batch's output folder that no submission's folder may take (:func:`batch_labels`)
-RESERVED_LABELS = frozenset({"scores.csv"})
+RESERVED_LABELS = frozenset({"scores.csv", "report.html", "compare.csv"})
 
 
 def submission_label(path: Path) -> str:

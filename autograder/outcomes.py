@@ -1,0 +1,171 @@
+"""Read a graded batch back from its output folder, for the report and the regrade diff.
+
+A batch's folder (``grade --out OUT``) holds ``OUT/<label>/results.json`` in
+Gradescope's format and ``OUT/scores.csv``. :func:`read_batch` reads it back
+into one :class:`Outcome` per submission: the scores, the messages the
+student saw, why it could not be graded, its grading time, and the limits
+that stopped its code (:func:`limits_hit`). It needs nothing but those files,
+so it works on any batch, also one graded earlier or on another machine.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from autograder.grade import NOT_GRADED, question_scores
+from autograder.judge import question_order
+
+#: The limits the judge enforces and how each shows in the messages it writes (judge.py: a cell's note
+#: "Code cell 3 interrupted after 60 seconds", a StudentFailure "... while running code cell 3, and was
+#: stopped", "... while calling slide, and was stopped", "used more than 3072 MB of memory", "the grading
+#: deadline passed"; grade.py: "grading took longer than 600 seconds and was stopped"). Only the parts that do
+#: not name a number or a unit are matched, so rewording "seconds" as "CPU seconds" keeps them working.
+#: Checked in order, one kind per line: memory first, since it is also hit while running a cell or a call.
+LIMIT_PATTERNS: tuple[tuple[str, re.Pattern], ...] = (
+    ("memory", re.compile(r"more than [\d,]+ MB of memory")),
+    ("deadline", re.compile(r"grading deadline passed|grading took longer than|grading was stopped after")),
+    ("cell", re.compile(r"Code cell \d+ interrupted after|while running code cell \d+, and was stopped")),
+    ("call", re.compile(r"while (calling|reading) .*, and was stopped|is gone: the student process was stopped")),
+    ("startup", re.compile(r"while starting the student process")),
+    ("files", re.compile(r"(files|folders) .*, and was stopped")),
+)
+#: A line that quotes what the student's own code raised: its text is the student's, never a limit.
+STUDENT_TEXT = re.compile(r"^Code cell \d+ raised ")
+
+
+def limits_hit(text: str) -> list[tuple[str, str]]:
+    """``(kind, line)`` for each line of ``text`` that says a limit stopped the student's code (kinds: the
+    names of :data:`LIMIT_PATTERNS`), in order."""
+    hits = []
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or STUDENT_TEXT.match(line):
+            continue
+        kind = next((k for k, pattern in LIMIT_PATTERNS if pattern.search(line)), None)
+        if kind is not None:
+            hits.append((kind, line))
+    return hits
+
+
+#: Otter's framing of a question's output (``otter/test_files``): ``q1 results:``, then per test case ``q1 - 1
+#: result:`` and ``✅ Test case passed``, or ``❌ Test case failed`` and ``Error at line 19 in test q1:`` followed
+#: by the hidden test's line that raised (one line: Otter's context is 0), then the error itself.
+OTTER_SOURCE_LINE = re.compile(r"^[ \t]*Error at line \d+ in test [^\n]*:\n[^\n]*\n?", re.MULTILINE)
+OTTER_FRAME = re.compile(r"^(\S+( - \d+)? results?:( All test cases passed!)?"
+                         r"|✅ Test case passed|❌ Test case failed)$")
+
+
+def failure_text(output: str) -> str:
+    """What a question's ``output`` says went wrong, without Otter's framing: the errors of its failed test cases
+    (``CheckFailure: `slide(x, 1)` is not x moved 1 column(s) right ...``), each line once, and any other note.
+    The hidden test's line Otter quotes is left out; an output in another form is kept, stripped."""
+    lines = [line.strip() for line in OTTER_SOURCE_LINE.sub("", output).splitlines()]
+    return "\n".join(dict.fromkeys(line for line in lines if line and not OTTER_FRAME.match(line)))
+
+
+@dataclass
+class Outcome:
+    """One submission of a batch, as its ``results.json`` says.
+
+    ``scores``: ``{question: (score, max_score)}``; ``messages``: ``{question: what its tests said went wrong}``
+    (:func:`failure_text` of its parts' outputs, joined by newlines; empty when nothing failed); ``error``: why it
+    could not be graded, else ``None``; ``seconds``: the grading's ``execution_time``, ``None`` if missing;
+    ``limits``: :func:`limits_hit` over the overall output and every test's output, each line once.
+    """
+
+    label: str
+    scores: dict[str, tuple[float, float]] = field(default_factory=dict)
+    messages: dict[str, str] = field(default_factory=dict)
+    output: str = ""
+    error: str | None = None
+    seconds: float | None = None
+    limits: list[tuple[str, str]] = field(default_factory=list)
+
+    @property
+    def total(self) -> float:
+        return sum(s for s, _ in self.scores.values())
+
+    @property
+    def possible(self) -> float:
+        return sum(m for _, m in self.scores.values())
+
+
+class BatchError(ValueError):
+    """A folder that holds no graded batch."""
+
+
+def batch_labels_of(out_dir: Path) -> list[str]:
+    """The submissions of the batch in ``out_dir``: the rows of its ``scores.csv`` (a folder reused for another
+    batch keeps the earlier submissions' folders, which are not this batch's), else every folder holding a
+    ``results.json``, by name.
+
+    Raises:
+        BatchError: ``out_dir`` is not a folder, or holds neither.
+    """
+    out_dir = Path(out_dir)
+    if not out_dir.is_dir():
+        raise BatchError(f"{out_dir} is not a folder: expected a batch's output folder (grade --out), holding "
+                         "scores.csv and one folder per submission with its results.json")
+    table = out_dir / "scores.csv"
+    if table.is_file():
+        with open(table, newline="", encoding="utf-8") as f:
+            rows = list(csv.reader(f))
+        if rows and rows[0][:1] == ["submission"]:
+            return [row[0] for row in rows[1:] if row]
+    labels = sorted(p.parent.name for p in out_dir.glob("*/results.json"))
+    if not labels:
+        raise BatchError(f"{out_dir} holds no graded batch: no scores.csv and no <submission>/results.json")
+    return labels
+
+
+def read_outcome(results_path: Path, label: str) -> Outcome:
+    """The :class:`Outcome` of one ``results.json``; a missing or unreadable file is a submission that could not
+    be graded, saying so."""
+    try:
+        results = json.loads(Path(results_path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return Outcome(label, error=f"its results file is missing ({results_path})")
+    except (OSError, ValueError) as err:
+        return Outcome(label, error=f"its results file could not be read ({results_path}: {err})")
+    if not isinstance(results, dict):
+        return Outcome(label, error=f"its results file is not a results object ({results_path})")
+    output = str(results.get("output") or "")
+    seconds = results.get("execution_time")
+    seconds = float(seconds) if isinstance(seconds, (int, float)) else None
+    texts = [output]
+    messages: dict[str, list[str]] = {}
+    for test in results.get("tests") or []:
+        text = str(test.get("output") or "").strip()
+        texts.append(text)
+        if test.get("max_score") in (None, 0):
+            continue
+        question = str(test.get("name", "")).split(" - ")[0]
+        messages.setdefault(question, [])
+        messages[question].append(failure_text(text))
+    if not results.get("tests"):
+        error = output.removeprefix(NOT_GRADED) or "not graded"
+        return Outcome(label, output=output, error=error, seconds=seconds,
+                       limits=list(dict.fromkeys(limits_hit(output))))
+    return Outcome(label, scores=question_scores(results), output=output, seconds=seconds,
+                   messages={q: "\n".join(dict.fromkeys(line for text in m for line in text.splitlines()))
+                             for q, m in messages.items()},
+                   limits=list(dict.fromkeys(hit for text in texts for hit in limits_hit(text))))
+
+
+def read_batch(out_dir: Path) -> list[Outcome]:
+    """Every submission of the batch in ``out_dir`` (:func:`batch_labels_of`), in its order.
+
+    Raises:
+        BatchError: ``out_dir`` holds no graded batch.
+    """
+    out_dir = Path(out_dir)
+    return [read_outcome(out_dir / label / "results.json", label) for label in batch_labels_of(out_dir)]
+
+
+def questions(outcomes: list[Outcome]) -> list[str]:
+    """Every question of the batch, in notebook order."""
+    return sorted({q for o in outcomes for q in o.scores}, key=question_order)
