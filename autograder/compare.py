@@ -12,7 +12,7 @@ import csv
 from dataclasses import dataclass
 from pathlib import Path
 
-from autograder.outcomes import Outcome, read_batch
+from autograder.outcomes import Outcome, batch_possible, read_batch
 from autograder.judge import question_order
 
 #: Scores that differ by less than this are the same (sums of float parts).
@@ -48,10 +48,6 @@ def _total(o: Outcome, possible: float) -> str:
     return _fmt(0.0, possible) if o.error is not None else _fmt(o.total, o.possible)
 
 
-def _possible(outcomes: list[Outcome]) -> float:
-    return max((o.possible for o in outcomes if o.error is None), default=0.0)
-
-
 def compare(old_dir: Path, new_dir: Path) -> list[Change]:
     """The changes from the batch in ``old_dir`` to the one in ``new_dir``, submission by submission (in the new
     batch's order, then those only in the old), each changed submission's total first, then its questions in
@@ -62,7 +58,7 @@ def compare(old_dir: Path, new_dir: Path) -> list[Change]:
     """
     old_list, new_list = read_batch(old_dir), read_batch(new_dir)
     old, new = {o.label: o for o in old_list}, {o.label: o for o in new_list}
-    old_possible, new_possible = _possible(old_list), _possible(new_list)
+    old_possible, new_possible = batch_possible(old_list), batch_possible(new_list)
     changes: list[Change] = []
     for label in [*new, *(label for label in old if label not in new)]:
         a, b = old.get(label), new.get(label)

@@ -74,7 +74,9 @@ class Outcome:
     ``scores``: ``{question: (score, max_score)}``; ``messages``: ``{question: what its tests said went wrong}``
     (:func:`failure_text` of its parts' outputs, joined by newlines; empty when nothing failed); ``error``: why it
     could not be graded, else ``None``; ``seconds``: the grading's ``execution_time``, ``None`` if missing;
-    ``limits``: :func:`limits_hit` over the overall output and every test's output, each line once.
+    ``limits``: :func:`limits_hit` over the overall output and every test's output, each line once;
+    ``out_of``: its row's ``possible`` in ``scores.csv`` (for one not graded: the batch's or the assignment's
+    points), ``None`` if unknown.
     """
 
     label: str
@@ -84,6 +86,7 @@ class Outcome:
     error: str | None = None
     seconds: float | None = None
     limits: list[tuple[str, str]] = field(default_factory=list)
+    out_of: float | None = None
 
     @property
     def total(self) -> float:
@@ -98,10 +101,10 @@ class BatchError(ValueError):
     """A folder that holds no graded batch."""
 
 
-def batch_labels_of(out_dir: Path) -> list[str]:
-    """The submissions of the batch in ``out_dir``: the rows of its ``scores.csv`` (a folder reused for another
-    batch keeps the earlier submissions' folders, which are not this batch's), else every folder holding a
-    ``results.json``, by name.
+def batch_labels_of(out_dir: Path) -> dict[str, float | None]:
+    """The submissions of the batch in ``out_dir``, each with the points it is out of if known: the rows of its
+    ``scores.csv`` (a folder reused for another batch keeps the earlier submissions' folders, which are not this
+    batch's), else every folder holding a ``results.json``, by name.
 
     Raises:
         BatchError: ``out_dir`` is not a folder, or holds neither.
@@ -115,11 +118,19 @@ def batch_labels_of(out_dir: Path) -> list[str]:
         with open(table, newline="", encoding="utf-8") as f:
             rows = list(csv.reader(f))
         if rows and rows[0][:1] == ["submission"]:
-            return [row[0] for row in rows[1:] if row]
+            at = rows[0].index("possible") if "possible" in rows[0] else None
+            return {row[0]: _number(row[at]) if at is not None and at < len(row) else None for row in rows[1:] if row}
     labels = sorted(p.parent.name for p in out_dir.glob("*/results.json"))
     if not labels:
         raise BatchError(f"{out_dir} holds no graded batch: no scores.csv and no <submission>/results.json")
-    return labels
+    return dict.fromkeys(labels)
+
+
+def _number(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:
+        return None
 
 
 def read_outcome(results_path: Path, label: str) -> Outcome:
@@ -163,7 +174,20 @@ def read_batch(out_dir: Path) -> list[Outcome]:
         BatchError: ``out_dir`` holds no graded batch.
     """
     out_dir = Path(out_dir)
-    return [read_outcome(out_dir / label / "results.json", label) for label in batch_labels_of(out_dir)]
+    outcomes = []
+    for label, out_of in batch_labels_of(out_dir).items():
+        outcome = read_outcome(out_dir / label / "results.json", label)
+        outcome.out_of = out_of
+        outcomes.append(outcome)
+    return outcomes
+
+
+def batch_possible(outcomes: list[Outcome]) -> float:
+    """The points a submission of the batch can get: the most a graded one could, else the most ``out_of``
+    (an ungraded row's in ``scores.csv``: the assignment's), else 0."""
+    graded = [o.possible for o in outcomes if o.error is None]
+    known = [o.out_of for o in outcomes if o.out_of is not None]
+    return max(graded or known or [0.0])
 
 
 def questions(outcomes: list[Outcome]) -> list[str]:

@@ -23,7 +23,7 @@ from collections import Counter
 from datetime import datetime
 from pathlib import Path
 
-from autograder.outcomes import Outcome, questions, read_batch
+from autograder.outcomes import Outcome, batch_possible, questions, read_batch
 
 #: The report's file name in a batch's folder.
 REPORT_NAME = "report.html"
@@ -76,7 +76,7 @@ def write_report(out_dir: Path, title: str | None = None) -> Path:
 def render(outcomes: list[Outcome], title: str) -> str:
     """The report's HTML for ``outcomes``."""
     graded = [o for o in outcomes if o.error is None]
-    possible = max((o.possible for o in graded), default=0.0)
+    possible = batch_possible(outcomes)
     stopped = [o for o in outcomes if o.limits or o.error is not None]
     parts = [f"<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>",
              "<meta name='viewport' content='width=device-width, initial-scale=1'>",

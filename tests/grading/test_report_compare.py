@@ -29,7 +29,7 @@ from autograder import cli
 from autograder.compare import ONLY_NEW, ONLY_OLD, Change, compare
 from autograder.grade import grade_many
 from autograder.judge import NOT_RUN, CellRecord, _cell_notes
-from autograder.outcomes import BatchError, limits_hit, read_batch
+from autograder.outcomes import BatchError, Outcome, limits_hit, read_batch
 from autograder.report import question_figure, render, score_figure, write_report
 from tests.fixtures.hostile.catalogue import HOSTILE, Sources
 from tests.fixtures.submissions import apply
@@ -153,11 +153,19 @@ def test_plots_name_no_submission(gradings):
     assert not [t for t in texts if any(label in t for label in LABELS)], texts
 
 
-def test_report_of_a_batch_none_of_which_was_graded(tmp_path):
-    from autograder.outcomes import Outcome
+def test_report_of_a_batch_none_of_which_was_graded():
+    page = render([Outcome("late", error="late.ipynb is not a notebook", out_of=31.0)], "t")
+    assert "No submission was graded." in page and "<img" not in page
+    assert "<td>late</td><td class='num'>0 / 31</td><td class='tag'>not graded</td>" in page
 
-    page = render([Outcome("late", error="late.ipynb is not a notebook")], "t")
-    assert "No submission was graded." in page and "<img" not in page and "late.ipynb is not a notebook" in page
+
+def test_report_escapes_names_and_messages():
+    """A file name or a message is text, never markup (a student chooses both)."""
+    hostile = Outcome("<img src=x onerror=alert(1)>", scores={"q1": (0.0, 1.0)},
+                      messages={"q1": "CheckFailure: `s` is '<script>alert(2)</script>'"})
+    page = render([hostile], "t")
+    assert "<script>" not in page and "<img src=x" not in page
+    assert "&lt;script&gt;alert(2)&lt;/script&gt;" in page and "&lt;img src=x onerror=alert(1)&gt;" in page
 
 
 #: Appended to a copy of the report for the browser test only: once the page has loaded, it writes what the
@@ -239,3 +247,16 @@ def test_compare_of_a_batch_with_itself_is_empty_and_exits_0(gradings, capsys):
 def test_compare_command_refuses_a_folder_without_a_batch(tmp_path, capsys):
     assert cli.main(["compare", str(tmp_path), str(tmp_path)]) == 2
     assert "holds no graded batch" in capsys.readouterr().err
+
+
+@pytest.mark.grading
+def test_grade_command_writes_the_report_and_says_where(built_where_mlps_fail, tmp_path, monkeypatch, capsys):
+    """``grade`` on one submission that cannot be graded (no notebook runs): its report is written beside
+    scores.csv and the command prints where."""
+    monkeypatch.setattr(cli.build_mod, "BUILD", built_where_mlps_fail.autograder_zip.parent.parent)
+    junk, out = tmp_path / "unfinished.ipynb", tmp_path / "graded"
+    junk.write_text("not yet")
+    assert cli.main(["grade", "where_mlps_fail", str(junk), "--out", str(out)]) == 1
+    assert f"report:  {out / 'report.html'}" in capsys.readouterr().out
+    page = (out / "report.html").read_text()
+    assert "<td>unfinished</td><td class='num'>0 / 31</td><td class='tag'>not graded</td>" in page
