@@ -68,7 +68,7 @@ def _grade(name: str, submissions: list[Path], out: Path | None, jobs: int, time
                                    limits=limits)
     print(grade_mod.format_table(results))
     print(f"results: {out}/<submission>/results.json; table: {out / 'scores.csv'}")
-    print(f"report:  {report_mod.write_report(out)}")
+    print(f"report:  {report_mod.write_report(out, name)}")
     return results
 
 

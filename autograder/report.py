@@ -44,7 +44,7 @@ h1 { font-size: 1.5em; margin: 0 0 .2em; } h2 { font-size: 1.2em; margin: 1.8em 
      border-bottom: 1px solid #ccc; padding-bottom: .2em; }
 .meta { color: #555; margin: 0 0 1em; }
 .cards { display: flex; flex-wrap: wrap; gap: .8em; margin: 1em 0; }
-.card { background: #f3f5f8; border-radius: 6px; padding: .5em .9em; min-width: 7.5em; }
+.card { background: #f3f5f8; border-radius: 6px; padding: .45em .8em; }
 .card b { display: block; font-size: 1.35em; }
 figure { margin: .5em 0 1em; } figure img { max-width: 100%; height: auto; display: block; }
 figcaption { color: #555; font-size: .9em; }
@@ -60,8 +60,9 @@ table.compact { width: auto; min-width: 50%; } td.tag { white-space: nowrap; }
 """
 
 
-def write_report(out_dir: Path, title: str | None = None) -> Path:
-    """Write ``out_dir/report.html`` for the batch graded into ``out_dir``; returns its path.
+def write_report(out_dir: Path, assignment: str | None = None) -> Path:
+    """Write ``out_dir/report.html`` for the batch graded into ``out_dir``; returns its path. The title names
+    ``assignment`` if given, else the folder (its last two parts: ``where_mlps_fail/graded``).
 
     Raises:
         autograder.outcomes.BatchError: ``out_dir`` holds no graded batch.
@@ -69,12 +70,13 @@ def write_report(out_dir: Path, title: str | None = None) -> Path:
     out_dir = Path(out_dir)
     outcomes = read_batch(out_dir)
     path = out_dir / REPORT_NAME
-    path.write_text(render(outcomes, title or f"Grading report: {out_dir.resolve().name}"), encoding="utf-8")
+    title = f"Grading report: {assignment or '/'.join(out_dir.resolve().parts[-2:])}"
+    path.write_text(render(outcomes, title, out_dir.resolve()), encoding="utf-8")
     return path
 
 
-def render(outcomes: list[Outcome], title: str) -> str:
-    """The report's HTML for ``outcomes``."""
+def render(outcomes: list[Outcome], title: str, folder: Path | None = None) -> str:
+    """The report's HTML for ``outcomes`` (graded into ``folder``, if given)."""
     graded = [o for o in outcomes if o.error is None]
     possible = batch_possible(outcomes)
     stopped = [o for o in outcomes if o.limits or o.error is not None]
@@ -82,8 +84,8 @@ def render(outcomes: list[Outcome], title: str) -> str:
              "<meta name='viewport' content='width=device-width, initial-scale=1'>",
              f"<title>{_e(title)}</title><style>{STYLE}</style></head><body>",
              f"<h1>{_e(title)}</h1>",
-             f"<p class='meta'>Written {datetime.now():%Y-%m-%d %H:%M}. For course staff only: the tables name "
-             "the submissions.</p>",
+             f"<p class='meta'>{_e(folder) + ', w' if folder else 'W'}ritten {datetime.now():%Y-%m-%d %H:%M}. "
+             "For course staff only: the tables name the submissions.</p>",
              _cards(outcomes, graded, possible, stopped),
              "<h2>Scores</h2>", _score_plot(graded, possible),
              "<h2>Questions</h2>", _question_plot(graded), _question_table(graded),
@@ -111,7 +113,7 @@ def _cards(outcomes, graded, possible, stopped) -> str:
                   ("median score", f"{_g(statistics.median(totals))} / {_g(possible)}")]
     seconds = [o.seconds for o in outcomes if o.seconds is not None]
     if seconds:
-        cards.append(("median grading time", f"{statistics.median(seconds):.0f} s"))
+        cards.append(("grading time, median", f"{statistics.median(seconds):.0f} s"))
     return "<div class='cards'>" + "".join(f"<div class='card'>{_e(name)}<b>{_e(value)}</b></div>"
                                            for name, value in cards) + "</div>"
 
@@ -143,7 +145,7 @@ def score_figure(graded: list[Outcome], possible: float):
         return None
     import numpy as np
 
-    fig, ax = _new_figure(10.0, 3.0)
+    fig, ax = _new_figure(10.0, 2.6)
     top = possible or max(o.total for o in graded) or 1.0
     step = max(1.0, float(np.ceil(top / 40)))
     bins = np.arange(-step / 2, top + step, step)  # bars centred on whole scores

@@ -145,6 +145,15 @@ def test_report_shows_scores_questions_failures_and_limits(gradings):
 
 
 @pytest.mark.grading
+def test_report_command_rewrites_the_report_of_an_earlier_batch(gradings, capsys):
+    (gradings.new / "report.html").unlink(missing_ok=True)
+    assert cli.main(["report", str(gradings.new)]) == 0
+    assert capsys.readouterr().out.strip() == f"report: {gradings.new / 'report.html'}"
+    page = (gradings.new / "report.html").read_text()
+    assert "<td>late</td><td class='num'>0 / 31</td>" in page and "endless_loop" not in page
+
+
+@pytest.mark.grading
 def test_plots_name_no_submission(gradings):
     graded = [o for o in read_batch(gradings.old) if o.error is None]
     texts = [t.get_text() for fig in (score_figure(graded, 31.0), question_figure(graded))
