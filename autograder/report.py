@@ -88,7 +88,7 @@ def render(outcomes: list[Outcome], title: str, folder: Path | None = None) -> s
              "For course staff only: the tables name the submissions.</p>",
              _cards(outcomes, graded, possible, stopped),
              "<h2>Scores</h2>", _score_plot(graded, possible),
-             "<h2>Questions</h2>", _question_plot(graded), _question_table(graded),
+             "<h2>Questions</h2>", _hardest(graded), _question_plot(graded), _question_table(graded),
              "<h2>Stopped by a limit or not graded</h2>", _stopped_table(stopped, possible),
              "<h2>Submissions</h2>", _submissions_table(outcomes, possible),
              "</body></html>\n"]
@@ -196,6 +196,18 @@ def question_figure(graded: list[Outcome]):
     ax.set_axisbelow(True)
     ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=2, frameon=False)
     return fig
+
+
+#: The questions named as the hardest: those fewest submissions got full marks on.
+HARDEST = 3
+
+
+def _hardest(graded: list[Outcome]) -> str:
+    missed = sorted((share, q) for q, _, _, share in _question_stats(graded) if share < 1)
+    if not missed:
+        return ""
+    named = ", ".join(f"<b>{_e(q)}</b> ({100 * share:.0f}%)" for share, q in missed[:HARDEST])
+    return f"<p>Fewest full marks: {named}.</p>"
 
 
 def _question_plot(graded: list[Outcome]) -> str:

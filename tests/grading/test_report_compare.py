@@ -27,7 +27,7 @@ import pytest
 
 from autograder import cli
 from autograder.compare import ONLY_NEW, ONLY_OLD, Change, compare
-from autograder.grade import grade_many
+from autograder.grade import batch_labels, grade_many
 from autograder.judge import NOT_RUN, CellRecord, _cell_notes
 from autograder.outcomes import BatchError, Outcome, limits_hit, read_batch
 from autograder.report import question_figure, render, score_figure, write_report
@@ -141,6 +141,7 @@ def test_report_shows_scores_questions_failures_and_limits(gradings):
     assert "<td>endless_loop</td><td class='num'>30 / 31</td><td class='tag'>cell time</td>" in stopped, stopped
     assert "<td>not_a_notebook</td><td class='num'>0 / 31</td><td class='tag'>not graded</td>" in stopped, stopped
     assert "roll_for_slide" not in stopped
+    assert "<p>Fewest full marks: <b>q1_4</b> (50%), <b>q2_4</b> (50%).</p>" in page
     assert "Error at line" not in page and "check_q1_4(" not in page, "the hidden test's source shows"
 
 
@@ -160,6 +161,12 @@ def test_plots_name_no_submission(gradings):
              for t in fig.findobj(lambda a: hasattr(a, "get_text"))]
     assert "q1_4" in texts and "total score (of 31)" in texts, texts
     assert not [t for t in texts if any(label in t for label in LABELS)], texts
+
+
+def test_no_submission_takes_the_reports_or_the_diffs_name():
+    """``report.html.ipynb``'s results folder would be where the batch's report goes."""
+    assert batch_labels([Path("a/report.html.ipynb"), Path("b/compare.csv.ipynb"), Path("c/report.ipynb")]) == \
+        ["report.html-2", "compare.csv-2", "report"]
 
 
 def test_report_of_a_batch_none_of_which_was_graded():
