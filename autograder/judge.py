@@ -50,7 +50,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from autograder import channel
+if __name__ == "__main__":  # the judge's own process: one thread for torch and NumPy's BLAS, set before they load
+    os.environ.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+
+from autograder import channel  # noqa: E402 - after the threads are set
 
 REPO = Path(__file__).resolve().parents[1]
 #: Folders of the installation the student process must not read when grading
@@ -486,13 +489,16 @@ class StudentProcess:
         while True:
             ready, _, _ = select.select([self.sock], [], [], 0.05)
             if ready:
-                try:  # a reply that has begun gets until the wall limit (or a few seconds) to arrive whole
-                    return channel.recv(self.sock, deadline=max(deadline, time.monotonic() + REPLY_GRACE_SECONDS),
+                # a reply that has begun gets the limit's seconds of wall-clock time (or a few), not its backstop:
+                # sending it needs little CPU, and a reply begun and never finished is a sleeper's
+                reply_by = min(deadline, started + timeout)
+                try:
+                    return channel.recv(self.sock, deadline=max(reply_by, time.monotonic() + REPLY_GRACE_SECONDS),
                                         tick=watch)
                 except channel.ChannelTimeout:
                     self.stop()
-                    raise StudentFailure(f"it began a reply but did not finish it within {wall:.0f} seconds "
-                                         f"while {what}, and was stopped") from None
+                    raise StudentFailure(f"it began a reply but did not finish it within {reply_by - started:.0f} "
+                                         f"seconds while {what}, and was stopped") from None
                 except (channel.ChannelClosed, OSError) as err:
                     try:  # the channel closes as the process exits: wait for its exit code (same message every run)
                         code = self.proc.wait(timeout=2) if self.proc else None

@@ -229,8 +229,7 @@ def test_a_reply_begun_and_never_finished_stops_the_student_process_in_time(tmp_
         values = session.values(["x", "y"])
     finally:
         session.process.stop()
-    backstop = f"did not finish it within {3 * judge.WALL_FACTOR:.0f} seconds"  # a sleeper uses no CPU seconds
-    assert session.records[1].problem is not None and backstop in session.records[1].problem, \
+    assert session.records[1].problem is not None and "did not finish it within 3 seconds" in session.records[1].problem, \
         f"the second cell should be stopped for a reply it never finished: {session.records[1]}"
     assert values == {"x": 1, "y": 2}, f"the cells before and after it run in a fresh student process: {values}"
     assert seconds < 60, f"the judge waited {seconds:.0f} s for a cell limited to 3 s (and 10 s of grace)"
