@@ -2136,16 +2136,18 @@ def _cell_notes(records: list[CellRecord]) -> list[str]:
     return notes
 
 
-#: At most this many stopped cells are named under one question, and a cell longer than this (characters) is
-#: not looked into for the names it sets.
-MAX_STOPPED_NOTED, MAX_SOURCE_LOOKED_AT = 3, 100_000
+#: At most this many stopped cells are named under one question, the first this many stopped cells are looked
+#: into for the names they set, and a cell longer than this (characters) is not.
+MAX_STOPPED_NOTED, MAX_STOPPED_READ, MAX_SOURCE_LOOKED_AT = 3, 50, 100_000
 
 
 def _note_stopped_cells(test_files: list, records: list[CellRecord], cells: list[str]) -> None:
-    """Under each question that lost points, why the cells that set names it reads were stopped or not run (a
-    limit, memory, a crash, the deadline): a width sweep cut by its cell's CPU limit showed as "the key 1000
-    is missing", not why. Only failed test cases' messages change."""
-    stopped = [(record, _names_set_by(cells[record.index])) for record in records if record.problem]
+    """Under each question that lost points, why the cells that set names it reads were stopped (a limit,
+    memory, a crash): a width sweep cut by its cell's CPU limit showed as "the key 1000 is missing", not why.
+    Only failed test cases' messages change."""
+    # the cells the deadline left no time for are left out: every question after them says the deadline passed
+    stopped = [record for record in records if record.problem and record.problem != NOT_RUN][:MAX_STOPPED_READ]
+    stopped = [(record, _names_set_by(cells[record.index])) for record in stopped]
     for test_file in test_files:
         read = set(names_read_by([test_file]))
         lines = []

@@ -971,7 +971,7 @@ def test_staging_folders_of_a_judge_that_no_longer_runs_are_removed(tmp_path, mo
 
 class _Replies:
     """A student process that answers every cell with ``reply`` (the judge side of :class:`Session` only)."""
-    generation, alive = 0, True
+    generation, alive, interrupted_for = 0, True, None
 
     def __init__(self, reply: dict):
         self.reply = reply
