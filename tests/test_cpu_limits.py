@@ -170,3 +170,28 @@ def test_a_question_that_lost_points_names_the_stopped_cell_that_sets_its_names(
 ])
 def test_the_names_a_cell_sets_are_read_from_its_code(source, expected):
     assert _names_set_by(source) == expected
+
+
+@pytest.mark.parametrize("files, expected", [
+    ({"cpuacct.usage": "2500000000\n"}, 2.5),
+    ({"cpu.stat": "usage_usec 1500000\nuser_usec 1000000\nsystem_usec 500000\n"}, 1.5),
+    ({"cpu.stat": "nr_periods 0\nnr_throttled 0\nthrottled_time 0\n"}, None),
+    ({}, None),
+], ids=["v1_cpuacct", "v2", "v1_cpu_apart_from_cpuacct", "none"])
+def test_a_groups_cpu_seconds_are_read_where_the_kernel_counts_them(tmp_path, files, expected):
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    assert judge._group_cpu_seconds(tmp_path) == expected
+
+
+@pytest.mark.parametrize("files, expected", [
+    ({"cpu/cpu.shares": "1024", "cpuacct/cpuacct.usage": "0"}, "cpuacct"),
+    ({"cpu/cpu.shares": "1024", "cpu/cpuacct.usage": "0", "cpuacct/cpuacct.usage": "0"}, None),
+    ({"cgroup.subtree_control": "cpu"}, None),
+], ids=["v1_apart", "v1_together", "v2"])
+def test_a_separate_cpuacct_hierarchy_is_found(files, expected, tmp_path, monkeypatch):
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    monkeypatch.setattr(judge, "CGROUP_ROOT", tmp_path)
+    assert judge._cpuacct_parent() == (None if expected is None else tmp_path / expected)
