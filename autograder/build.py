@@ -85,7 +85,12 @@ def normalise_notebook(path: Path) -> None:
 #: point and folder, but the hardened judge grades instead of ``otter run``.
 RUN_JUDGE = '''"""Runs the hardened judge of vision-autograder (autograder.judge) on Gradescope's layout."""
 
-from autograder.judge import run_gradescope as run_autograder
+import os
+
+# one thread for torch and the BLAS libraries in the judge, set before they load
+os.environ.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+
+from autograder.judge import run_gradescope as run_autograder  # noqa: E402
 
 if __name__ == "__main__":
     run_autograder("{root}")

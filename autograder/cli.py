@@ -5,8 +5,9 @@
 * ``grade NAME SUBMISSION... [--out DIR] [--jobs N] [--cell-seconds S] [--call-seconds S] [--deadline S]
   [--startup-seconds S] [--memory-mb M] [--timeout S] [--runner judge|otter]`` — grade with that zip (each
   submission from a private copy), write each ``results.json`` and ``scores.csv``, print the
-  table. The limits are the hardened judge's (per cell, per call of a
-  student's function, whole run, the student process's start, memory); the timeout stops a grading from
+  table. The limits are the hardened judge's (CPU seconds per cell, per call of a
+  student's function and for the student process's start; wall-clock seconds for the whole run; memory); the
+  timeout stops a grading from
   outside (default: the deadline plus 60 s). ``--runner otter`` grades with ``otter run`` instead (hidden
   tests in the student's kernel, no limits: for comparison only).
 * ``report OUT`` — write ``OUT/report.html`` for a batch graded earlier (``grade`` writes it itself).
@@ -89,9 +90,13 @@ def _positive(kind: type, unit: str):
 
 #: The judge's limits as ``grade`` options: (option, Limits field, type, unit, help).
 LIMIT_OPTIONS = (
-    ("--cell-seconds", "cell_seconds", float, "seconds", "time limit per notebook cell (default 60)"),
-    ("--call-seconds", "call_seconds", float, "seconds", "time limit per call of a student's function (default 30)"),
-    ("--startup-seconds", "startup_seconds", float, "seconds", "time limit for the student process to start (default 60)"),
+    ("--cell-seconds", "cell_seconds", float, "seconds", "CPU seconds the student's processes may use per notebook "
+                                                         "cell (default 60; a cell blocked or sleeping ends after "
+                                                         "4 times as many wall-clock seconds)"),
+    ("--call-seconds", "call_seconds", float, "seconds", "CPU seconds per call of a student's function (default 30; "
+                                                         "4 times as many wall-clock seconds at most)"),
+    ("--startup-seconds", "startup_seconds", float, "seconds", "CPU seconds for the student process to start "
+                                                               "(default 60)"),
     ("--deadline", "deadline", float, "seconds", "whole-run deadline of one submission; results are written by then "
                                                  "(default 540)"),
     ("--memory-mb", "memory_mb", int, "megabytes", "memory limit of the student's processes (default 3072)"),

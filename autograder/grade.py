@@ -376,11 +376,10 @@ def _run_grading(runner: str, autograder_zip: Path, staged: Path, original_name:
     command = _command(runner, autograder_zip, staged, produced) + _limit_flags(limits)
     env = dict(os.environ, MPLBACKEND="Agg", PWD=str(scratch))
     env.pop("OLDPWD", None)
-    # many small least-squares solves (inductive_bias) run 10x slower
-    # with OpenBLAS's threads spinning against each other
-    env.setdefault("OPENBLAS_NUM_THREADS", "1")
-    if threads:
-        env.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
+    # one thread wherever grading computes (the student process has one whatever this says): results and
+    # timing do not depend on the core count, and threads do not spin against each other on busy cores (many
+    # small least-squares solves of inductive_bias ran 10x slower so)
+    env.update(OMP_NUM_THREADS=str(threads or 1), MKL_NUM_THREADS=str(threads or 1), OPENBLAS_NUM_THREADS="1")
     try:
         proc = _run_stopping_politely(command, cwd=scratch, timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
@@ -457,9 +456,9 @@ def grade_one(autograder_zip: Path, submission: Path, out_dir: Path, timeout: fl
     The submission is copied first into a private folder (mode 0700) and the
     copy is graded (:func:`stage_submission`), so the original path, which
     may name students, reaches neither the grading process's command line
-    nor the student's code. ``threads`` caps the grading process's
-    BLAS/OpenMP threads (torch reads ``OMP_NUM_THREADS``), so parallel
-    gradings don't oversubscribe the cores. Writes ``out_dir/results.json``
+    nor the student's code. ``threads`` sets the grading process's
+    BLAS/OpenMP threads (torch reads ``OMP_NUM_THREADS``; default 1, as the
+    judge computes and as the student process runs). Writes ``out_dir/results.json``
     in every case. Never raises for a bad submission; raises
     ``FileNotFoundError`` if ``autograder_zip`` is missing and ``ValueError``
     for bad ``limits`` or ``timeout`` (see :func:`judge_limits`).
@@ -542,7 +541,7 @@ def _grade_many(autograder_zip: Path, submissions: list[Path], out_dir: Path, jo
     labels = batch_labels([Path(s) for s in submissions])
     out_of = zip_total_points(Path(autograder_zip))
 
-    threads = max(1, (os.cpu_count() or 1) // max(1, jobs)) if jobs > 1 else None
+    threads = 1  # each grading on one thread: results do not depend on the core count or on `jobs`
 
     def work(item):
         sub, label = item

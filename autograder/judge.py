@@ -50,7 +50,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from autograder import channel
+if __name__ == "__main__":  # the judge's own process: one thread for torch and NumPy's BLAS, set before they load
+    os.environ.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+
+from autograder import channel  # noqa: E402 - after the threads are set
 
 REPO = Path(__file__).resolve().parents[1]
 #: Folders of the installation the student process must not read when grading
@@ -102,8 +105,13 @@ def without_otter_calls(source: str) -> str:
 class Limits:
     """Time and memory limits of one grading run (seconds, megabytes).
 
-    ``deadline`` stays below Gradescope's default 10-minute limit so that a
-    results file is always written before Gradescope stops the container.
+    ``cell_seconds``, ``call_seconds`` and ``startup_seconds`` count the CPU
+    seconds the student's processes use (:meth:`StudentProcess.cpu_seconds`),
+    so that a loaded machine, or a container of half a CPU, does not cut
+    honest work; :data:`WALL_FACTOR` times as many wall-clock seconds end a
+    cell or call that sleeps or waits. ``deadline`` is wall-clock and stays
+    below Gradescope's default 10-minute limit so that a results file is
+    always written before Gradescope stops the container.
 
     Raises:
         ValueError: a time that is not a positive finite number of seconds,
@@ -258,6 +266,13 @@ class StudentProcess:
         self.generation = 0
         #: the CPU group its processes share when sandboxed (:func:`_cpu_group`), removed when it stops
         self.cpu_group: Path | None = None
+        #: the group that counts their CPU time, when cgroup v1 mounts ``cpuacct`` apart from ``cpu``
+        self.cpuacct_group: Path | None = None
+        #: when (``time.monotonic()``) the whole-run deadline comes: no request waits past it
+        self.deadline_at: float | None = None
+        #: why the last request's cell was interrupted (SIGINT), if it was
+        self.interrupted_for: str | None = None
+        self._tree_cpu = TreeCpu()
         #: the shared memory the sandbox user held before this grading, which is neither the student's to count
         #: nor the judge's to remove: ``nobody``'s (slot 0) may be another service's (a newcomer's walkthrough)
         self.kept = SharedMemoryKept()
@@ -280,9 +295,13 @@ class StudentProcess:
             "PYTHONHASHSEED": "0",
             "PYTHONDONTWRITEBYTECODE": "1",
             "LANG": "C.UTF-8",
+            # one thread for torch and the BLAS libraries, whatever the machine's core count, unless a cell asks
+            # for more (torch.set_num_threads): results and CPU seconds then do not depend on the machine, and
+            # threads do not spin against each other on busy cores (3.6 s of training took 37.9 s so)
+            **dict.fromkeys(SINGLE_THREAD_ENV, "1"),
         }
-        for key in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "VISION_AUTOGRADER_CACHE", "FASHION_MNIST_DIR", "MNIST_NPZ",
-                    "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OPENBLAS_NUM_THREADS"):
+        for key in ("VISION_AUTOGRADER_CACHE", "FASHION_MNIST_DIR", "MNIST_NPZ", "OPENBLAS_CORETYPE",
+                    "OPENBLAS_L2_SIZE"):
             if key in os.environ:
                 env[key] = os.environ[key]
         kwargs: dict[str, Any] = {}
@@ -299,6 +318,10 @@ class StudentProcess:
         if self.user is not None:  # before it runs a cell: every process it starts stays in the group
             self.cpu_group = self.cpu_group or _cpu_group()
             _join_cpu_group(self.cpu_group, self.proc.pid)
+            if self.cpu_group is not None and _group_cpu_seconds(self.cpu_group) is None and _cpuacct_parent():
+                self.cpuacct_group = self.cpuacct_group or _cpu_group(_cpuacct_parent())
+                _join_cpu_group(self.cpuacct_group, self.proc.pid)
+        self._tree_cpu = TreeCpu()
         student_end.close()
         self.sock = judge_end
         self.generation += 1
@@ -332,16 +355,19 @@ class StudentProcess:
         if self.cpu_group is not None:
             _quietly(os.rmdir, self.cpu_group)  # empty now; a restart makes it again
             self.cpu_group = None
+        if self.cpuacct_group is not None:
+            _quietly(os.rmdir, self.cpuacct_group)
+            self.cpuacct_group = None
 
     @property
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
     # -- the student's processes
-    def _student_pids(self) -> list[int]:
+    def _student_pids(self, zombies: bool = False) -> list[int]:
         """The worker and every process it started, living ones only (a process whose first thread has exited
         shows as a zombie while its other threads run: a twenty-third hostile review hid 1.5 GB, and a process
-        that outlived the grading, in one).
+        that outlived the grading, in one); ``zombies``: ended ones not yet reaped too.
 
         A process that left the worker's session (``setsid``) escapes
         ``killpg``; when its parent dies it is re-parented to the judge (a
@@ -362,7 +388,21 @@ class StudentProcess:
             pid = stack.pop()
             found.append(pid)
             stack.extend(children.get(pid, []))
-        return [pid for pid in found if table[pid][2] != "Z" or _has_live_threads(pid)]
+        return found if zombies else [pid for pid in found if table[pid][2] != "Z" or _has_live_threads(pid)]
+
+    def cpu_seconds(self, tree: bool = True) -> float | None:
+        """A running count of the CPU seconds (user and system) the student's processes used (only differences
+        mean anything): what the kernel counted for their control group (:func:`_group_cpu_seconds`) when they
+        have one, else the sum over the process tree (:class:`TreeCpu`; only with ``tree``, which costs a scan
+        of ``/proc``: ``None`` without). A busy loop counts; sleeping, waiting and other processes' load do not."""
+        if self.proc is None:
+            return 0.0
+        group = self.cpuacct_group or self.cpu_group
+        if group is not None:
+            seconds = _group_cpu_seconds(group)
+            if seconds is not None:
+                return seconds
+        return self._tree_cpu.seconds(self._student_pids(zombies=True)) if tree else None
 
     def _kill_descendants(self) -> None:
         """SIGKILL every process the student started, until none is left; reap those re-parented to the judge."""
@@ -423,9 +463,23 @@ class StudentProcess:
         return total / 1024
 
     def _wait(self, timeout: float, what: str, interrupt: bool = False) -> tuple[dict, bytes]:
-        """Wait for one reply, watching time and memory; stop the process on a problem."""
-        deadline = time.monotonic() + timeout
-        interrupted_at = None
+        """Wait for one reply, watching CPU time, wall time and memory; stop the process on a problem.
+
+        ``timeout`` counts the CPU seconds the student's processes use while
+        the judge waits (:meth:`cpu_seconds`); :data:`WALL_FACTOR` times as
+        many wall-clock seconds, and the whole-run deadline (:attr:`deadline_at`,
+        at least one second away), end a request that sleeps or waits. With
+        ``interrupt`` a cell past either first gets SIGINT (``KeyboardInterrupt``)
+        and :data:`INTERRUPT_GRACE_SECONDS` to stop by itself.
+        """
+        started = time.monotonic()
+        wall = timeout * WALL_FACTOR
+        at_deadline = self.deadline_at is not None and self.deadline_at - started < wall
+        if at_deadline:
+            wall = max(1.0, self.deadline_at - started)
+        deadline = started + wall
+        cpu_start = self.cpu_seconds()
+        self.interrupted_for, interrupted_at, reason = None, None, ""
         polls = [0]
 
         def watch() -> None:  # between polls, and while a reply that has begun is read
@@ -435,13 +489,16 @@ class StudentProcess:
         while True:
             ready, _, _ = select.select([self.sock], [], [], 0.05)
             if ready:
-                try:  # a reply that has begun gets until the deadline (or a few seconds) to arrive whole
-                    return channel.recv(self.sock, deadline=max(deadline, time.monotonic() + REPLY_GRACE_SECONDS),
+                # a reply that has begun gets the limit's seconds of wall-clock time (or a few), not its backstop:
+                # sending it needs little CPU, and a reply begun and never finished is a sleeper's
+                reply_by = min(deadline, started + timeout)
+                try:
+                    return channel.recv(self.sock, deadline=max(reply_by, time.monotonic() + REPLY_GRACE_SECONDS),
                                         tick=watch)
                 except channel.ChannelTimeout:
                     self.stop()
-                    raise StudentFailure(f"it began a reply but did not finish it within {timeout:.0f} seconds "
-                                         f"while {what}, and was stopped") from None
+                    raise StudentFailure(f"it began a reply but did not finish it within {reply_by - started:.0f} "
+                                         f"seconds while {what}, and was stopped") from None
                 except (channel.ChannelClosed, OSError) as err:
                     try:  # the channel closes as the process exits: wait for its exit code (same message every run)
                         code = self.proc.wait(timeout=2) if self.proc else None
@@ -452,17 +509,32 @@ class StudentProcess:
                                          + (f" (exit code {code})" if code is not None else f" ({err})")) from None
             watch()
             now = time.monotonic()
-            if now > deadline:
-                if interrupt and interrupted_at is None:
-                    interrupted_at = now  # ask nicely first: KeyboardInterrupt in the cell
-                    try:
-                        os.kill(self.proc.pid, signal.SIGINT)
-                    except ProcessLookupError:
-                        pass
-                    deadline = now + 5.0
-                    continue
-                self.stop()
-                raise StudentFailure(f"it took longer than {timeout:.0f} seconds while {what}, and was stopped")
+            if interrupted_at is not None:
+                if now > interrupted_at + INTERRUPT_GRACE_SECONDS:
+                    self.stop()
+                    raise StudentFailure(f"it {reason} while {what}, did not stop when interrupted, and was stopped")
+                continue
+            used = self.cpu_seconds(tree=polls[0] % 10 == 0)
+            if used is not None and cpu_start is not None and used - cpu_start > timeout:
+                reason = f"used more than its {timeout:g} CPU seconds"
+            elif now > deadline and at_deadline:
+                reason = "was still running when the grading deadline came"
+            elif now > deadline:
+                used = self.cpu_seconds()
+                spent = f"{used - cpu_start:.1f}" if used is not None and cpu_start is not None else "less"
+                reason = (f"was blocked or sleeping ({wall:.0f} seconds passed, and it used {spent} of its "
+                          f"{timeout:g} CPU seconds)")
+            else:
+                continue
+            if interrupt:
+                interrupted_at, self.interrupted_for = now, reason  # ask nicely first: KeyboardInterrupt in the cell
+                try:
+                    os.kill(self.proc.pid, signal.SIGINT)
+                except ProcessLookupError:
+                    pass
+                continue
+            self.stop()
+            raise StudentFailure(f"it {reason} while {what}, and was stopped")
 
     def _check_running(self, what: str, tree: bool) -> None:
         """Stop the process and raise :class:`StudentFailure` if it has ended or uses more memory than allowed
@@ -504,6 +576,51 @@ class StudentProcess:
 #: A reply the student process has begun to send gets at least this long to arrive whole (seconds); so does a
 #: request to be taken. 256 MB, the largest frame, crosses a socket in well under a second.
 REPLY_GRACE_SECONDS = 10.0
+#: A cell or call may take this many times its limit's CPU seconds in wall-clock seconds: enough for honest work
+#: on a machine whose cores are busy with other work (load 6 on 2 cores gives it a third of one) or in a
+#: container of half a CPU (Gradescope's default), while a cell that sleeps or waits still ends.
+WALL_FACTOR = 4.0
+#: Seconds an interrupted cell (SIGINT) gets to stop by itself before it is stopped.
+INTERRUPT_GRACE_SECONDS = 5.0
+#: The environment that gives torch (OpenMP, MKL) and NumPy's OpenBLAS one thread.
+SINGLE_THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+
+
+class TreeCpu:
+    """The CPU seconds of a process tree, summed from ``/proc`` (psutil) where no control group counts them
+    (a container's read-only ``/sys/fs/cgroup``, a judge not running as root).
+
+    Each listed process counts its own user and system time and that of
+    the children it has reaped. A process that ended keeps counting what it
+    was last seen to use, unless its parent is still listed (which reaps it
+    and then counts it among its children). What a process uses between
+    two looks and its end, unseen, is not counted; the wall-clock backstop
+    (:data:`WALL_FACTOR`) still ends such work. The count never goes down.
+    """
+
+    def __init__(self) -> None:
+        self.seen: dict[int, tuple[int, float]] = {}  # pid: (parent pid, seconds)
+        self.ended = 0.0
+        self.last = 0.0
+
+    def seconds(self, pids: list[int]) -> float:
+        import psutil
+
+        now: dict[int, tuple[int, float]] = {}
+        for pid in pids:
+            try:
+                process = psutil.Process(pid)
+                with process.oneshot():
+                    times, parent = process.cpu_times(), process.ppid()
+            except psutil.Error:
+                continue
+            now[pid] = (parent, times.user + times.system + times.children_user + times.children_system)
+        for pid, (parent, seconds) in self.seen.items():
+            if pid not in now and parent not in now:
+                self.ended += seconds
+        self.seen = now
+        self.last = max(self.last, self.ended + sum(seconds for _, seconds in now.values()))
+        return self.last
 
 
 def kill_until_gone(pids: Callable[[], list[int]], rounds: int, pause: float) -> None:
@@ -1122,8 +1239,33 @@ def _cpu_group_parent() -> Path | None:
     return CGROUP_ROOT if in_root and enabled and os.access(CGROUP_ROOT, os.W_OK) else None
 
 
-def _cpu_group() -> Path | None:
-    """This judge's CPU group for the student's processes (made if needed), or ``None`` where there is none.
+def _cpuacct_parent() -> Path | None:
+    """The folder of cgroup v1's ``cpuacct`` hierarchy when it is mounted apart from ``cpu`` and writable (where
+    the two share one, or in cgroup v2, the CPU group counts its own CPU time), else ``None``."""
+    v1 = CGROUP_ROOT / "cpuacct"
+    if not (v1 / "cpuacct.usage").is_file() or (CGROUP_ROOT / "cpu" / "cpuacct.usage").is_file():
+        return None
+    return v1 if os.access(v1, os.W_OK) else None
+
+
+def _group_cpu_seconds(group: Path) -> float | None:
+    """The CPU seconds the processes of ``group`` used since it was made, ended ones included (the kernel's
+    count: cgroup v1's ``cpuacct.usage``, cgroup v2's ``usage_usec`` in ``cpu.stat``); ``None`` if it has
+    neither (cgroup v1's ``cpu`` hierarchy mounted apart from ``cpuacct``) or it cannot be read."""
+    try:
+        if (group / "cpuacct.usage").is_file():
+            return int((group / "cpuacct.usage").read_text()) / 1e9
+        for line in (group / "cpu.stat").read_text().splitlines():
+            if line.startswith("usage_usec "):
+                return int(line.split()[1]) / 1e6
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def _cpu_group(parent: Path | None = None) -> Path | None:
+    """This judge's CPU group for the student's processes (made if needed), or ``None`` where there is none;
+    in ``parent`` (another hierarchy, :func:`_cpuacct_parent`) if given.
 
     A twenty-seventh hostile review: a submission started 40 busy loops,
     each in a session of its own (``setsid``), and the kernel shares the CPU
@@ -1133,7 +1275,7 @@ def _cpu_group() -> Path | None:
     as one session; a process cannot leave the group (only root may move
     it). Groups of judges that no longer run are removed first.
     """
-    parent = _cpu_group_parent()
+    parent = parent or _cpu_group_parent()
     if parent is None:
         return None
     try:
@@ -1234,6 +1376,7 @@ class Session:
     def __init__(self, workdir: Path, cells: list[str], limits: Limits, user, deadline_at: float,
                  seed: int | None = None):
         self.process = StudentProcess(workdir, limits, user)
+        self.process.deadline_at = deadline_at
         self.cells, self.limits, self.deadline_at = cells, limits, deadline_at
         #: Otter's ``seed``: numpy's and ``random``'s generators are seeded with it before every cell
         self.seed = seed if type(seed) is int else None
@@ -1251,9 +1394,9 @@ class Session:
         return self.deadline_at - time.monotonic()
 
     def _exec(self, index: int) -> CellRecord:
-        limit = min(self.limits.cell_seconds, max(1.0, self.remaining()))
-        header, _ = self.process.request({"op": "exec", "source": self.cells[index], "seed": self.seed}, b"", limit,
-                                         what=f"running code cell {index + 1}", interrupt=True)
+        header, _ = self.process.request({"op": "exec", "source": self.cells[index], "seed": self.seed}, b"",
+                                         self.limits.cell_seconds, what=f"running code cell {index + 1}",
+                                         interrupt=True)
         error = header.get("error")
         self._note_torch_state(header.get("torch_state"))
         return CellRecord(index, first_line(error))
@@ -1288,8 +1431,8 @@ class Session:
     def _run_guarded(self, index: int) -> CellRecord:
         try:
             record = self._exec(index)
-            if record.error and record.error.startswith("KeyboardInterrupt"):
-                record.problem = f"interrupted after {self.limits.cell_seconds:.0f} seconds"
+            if self.process.interrupted_for:  # it stopped when interrupted, or caught the KeyboardInterrupt
+                record.problem = f"interrupted: it {self.process.interrupted_for}"
             return record
         except StudentFailure as failure:
             self.skipped.add(index)
@@ -1367,11 +1510,15 @@ class Session:
         return values
 
     def call_timeout(self, what: str) -> float:
-        """Seconds a request may take: the call limit, cut by the whole-run deadline."""
-        remaining = self.remaining()
-        if remaining <= 0:
+        """CPU seconds a request may use: the call limit (the process's wait also ends at the whole-run
+        deadline, :meth:`StudentProcess._wait`).
+
+        Raises:
+            StudentFailure: the deadline has passed.
+        """
+        if self.remaining() <= 0:
             raise StudentFailure(f"the grading deadline passed before {what}")
-        return min(self.limits.call_seconds, remaining)
+        return self.limits.call_seconds
 
 
 class StudentError(Exception):
@@ -1819,9 +1966,14 @@ def grade_submission(autograder_zip: Path, submission: Path, results_path: Path,
     Never raises for anything the submission does; a failure to grade is a
     results file scored 0 whose ``output`` says why.
     """
+    import torch
+
     from autograder.grade import failure_results
 
     started = time.monotonic()
+    # the judge's own computations (references, retrainings, checks) on one thread, as the student's run: the
+    # same results on any machine, and no threads spinning against each other on busy cores
+    torch.set_num_threads(1)
     results_path = Path(results_path)
     # removing what the student left (its working folder, its files in /tmp...) may take long: it is done after
     # the results are written (a twenty-eighth hostile review's million folders held the results past the
@@ -1915,6 +2067,7 @@ def _grade(autograder_zip: Path, submission: Path, limits: Limits, started: floa
             env.refresh()
             test_file.run(env)
             gc.collect()  # what the question's calls returned, kept in reference cycles (RemoteCallable._call)
+        _note_stopped_cells(test_files, session.records, session.cells)
         grading = GradingResults(test_files)
         notes.extend(_cell_notes(session.records))
         notes.extend(_restart_notes(session.restarts))
@@ -1981,6 +2134,67 @@ def _cell_notes(records: list[CellRecord]) -> list[str]:
     if notes:  # Jupyter numbers cells by when they ran ([5]), not where they are
         notes.append(CELLS_COUNTED)
     return notes
+
+
+#: At most this many stopped cells are named under one question, the first this many stopped cells are looked
+#: into for the names they set, and a cell longer than this (characters) is not.
+MAX_STOPPED_NOTED, MAX_STOPPED_READ, MAX_SOURCE_LOOKED_AT = 3, 50, 100_000
+
+
+def _note_stopped_cells(test_files: list, records: list[CellRecord], cells: list[str]) -> None:
+    """Under each question that lost points, why the cells that set names it reads were stopped (a limit,
+    memory, a crash): a width sweep cut by its cell's CPU limit showed as "the key 1000 is missing", not why.
+    Only failed test cases' messages change."""
+    # the cells the deadline left no time for are left out: every question after them says the deadline passed
+    stopped = [record for record in records if record.problem and record.problem != NOT_RUN][:MAX_STOPPED_READ]
+    stopped = [(record, _names_set_by(cells[record.index])) for record in stopped]
+    for test_file in test_files:
+        read = set(names_read_by([test_file]))
+        lines = []
+        for record, names in stopped:
+            shared = sorted(names & read)
+            if shared and len(lines) < MAX_STOPPED_NOTED:
+                named = ", ".join(f"`{name}`" for name in shared[:5])
+                lines.append(f"{named} may be missing or incomplete: code cell {record.index + 1}, which sets "
+                             f"{'it' if len(shared) == 1 else 'them'}, was {record.problem}.")
+        if lines:
+            for result in getattr(test_file, "test_case_results", []):
+                if not result.passed:
+                    result.message = "\n".join([(result.message or "").rstrip(), *lines])
+
+
+def _names_set_by(source: str) -> set[str]:
+    """The names a cell's code binds or may change in place (assigned, their items or attributes assigned,
+    their methods called, defined, imported); none if it cannot be parsed. Read, never run."""
+    import ast
+
+    if len(source) > MAX_SOURCE_LOOKED_AT:
+        return set()
+    try:
+        from IPython.core.inputtransformer2 import TransformerManager
+
+        lines = source.split("\n")
+        if lines and lines[0].lstrip().startswith("%%"):  # a cell magic (%%time, %%capture): its body is Python
+            lines = lines[1:]
+        tree = ast.parse(TransformerManager().transform_cell("\n".join(lines)))
+    except Exception:  # noqa: BLE001 - whatever the cell holds (a syntax error, nesting too deep)
+        return set()
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            names.add(node.id)
+        elif isinstance(node, (ast.Subscript, ast.Attribute)) and isinstance(node.ctx, (ast.Store, ast.Del)) \
+                or isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            target = node.func.value if isinstance(node, ast.Call) else node.value
+            while isinstance(target, (ast.Subscript, ast.Attribute)):
+                target = target.value
+            if isinstance(target, ast.Name):
+                names.add(target.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
+    return names
 
 
 #: How the cell notes count cells (a newcomer's walkthrough asked what "Code cell 5" meant).

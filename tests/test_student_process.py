@@ -971,7 +971,7 @@ def test_staging_folders_of_a_judge_that_no_longer_runs_are_removed(tmp_path, mo
 
 class _Replies:
     """A student process that answers every cell with ``reply`` (the judge side of :class:`Session` only)."""
-    generation, alive = 0, True
+    generation, alive, interrupted_for = 0, True, None
 
     def __init__(self, reply: dict):
         self.reply = reply
@@ -1013,7 +1013,7 @@ def test_cells_the_deadline_left_no_time_for_share_one_note():
                       "Code cells 2 to 5000 were not run: the grading deadline passed.", CELLS_COUNTED], actual
     assert _cell_notes([CellRecord(0, None, NOT_RUN)])[0] == "Code cell 1 not run: the grading deadline passed.", \
         "one cell not run is named alone"
-    stopped = _cell_notes([CellRecord(i, None, "interrupted after 60 seconds") for i in range(12)])
+    stopped = _cell_notes([CellRecord(i, None, "interrupted: it used more than its 60 CPU seconds") for i in range(12)])
     assert stopped[-2:] == ["2 more code cell(s) were stopped.", CELLS_COUNTED], stopped
 
 

@@ -21,19 +21,28 @@ from autograder.grade import GradeResult, grade_many
 from tests.fixtures.submissions import Variant, apply
 
 
+#: The assignments built in this test session, by name: modules that grade the same assignment share its build.
+_BUILT: dict[str, BuiltAssignment] = {}
+
+
 def build_once(name: str, tmp_path_factory) -> BuiltAssignment:
-    """``name`` built (otter assign, its own tests run) into a scratch folder, outside the committed tree.
+    """``name`` built (otter assign, its own tests run) into a scratch folder, outside the committed tree,
+    once per test session (a build takes 20 to 110 s).
 
     The build executes the solution notebook in Otter's own process at one
     thread (unless the caller set another): the thread count the references
     are computed at and the batch grades at, and no oversubscription of a
     loaded 2-core machine.
     """
+    if name in _BUILT:
+        return _BUILT[name]
     root = tmp_path_factory.mktemp(name)
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("OMP_NUM_THREADS", os.environ.get("OMP_NUM_THREADS", "1"))
         mp.setenv("MKL_NUM_THREADS", os.environ.get("MKL_NUM_THREADS", "1"))
-        return build_assignment(name, run_tests=True, build_root=root / "build", student_root=root / "student_template")
+        _BUILT[name] = build_assignment(name, run_tests=True, build_root=root / "build",
+                                        student_root=root / "student_template")
+    return _BUILT[name]
 
 
 def grade_catalogue(built: BuiltAssignment, variants: list[Variant], tmp_path_factory,
