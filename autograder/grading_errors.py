@@ -46,6 +46,12 @@ def _error_line(err: BaseException) -> str:
     return f"{type(err).__name__}: {message}" if message else type(err).__name__
 
 
+def _of_the_student(err: BaseException, kinds: tuple[str, ...] = ("StudentError", "StudentFailure")) -> bool:
+    """Whether ``err`` is one of the judge's exceptions for what the student's process did. By name: the judge
+    runs as ``python -m autograder.judge``, whose classes are ``__main__``'s, not those of ``autograder.judge``."""
+    return any(k.__name__ in kinds and k.__module__ in ("autograder.judge", "__main__") for k in type(err).__mro__)
+
+
 def fault_of(err: BaseException) -> str | None:
     """Why ``err``, raised while a test of the autograder ran, is the grader's fault; ``None`` if it is not.
 
@@ -55,9 +61,7 @@ def fault_of(err: BaseException) -> str | None:
     in the reference solutions (``reference/``) or in the modules that load data and cache expected values
     (:data:`GRADER_MODULES`), the grader's. An ``ImportError`` raised anywhere else in the test is the grader's.
     """
-    from autograder.judge import StudentError, StudentFailure
-
-    if isinstance(err, (StudentError, StudentFailure)):
+    if _of_the_student(err):
         return None
     for frame, _ in reversed(list(traceback.walk_tb(err.__traceback__))):
         path = frame.f_code.co_filename
@@ -79,12 +83,12 @@ def fault_of(err: BaseException) -> str | None:
 def student_message(err: BaseException) -> str:
     """What a failed test shows: the failure's own message, never a line of the test's source (Otter's
     ``Error at line 16 in test q1_1:`` quoted the hidden test)."""
-    from autograder.judge import StudentError
-
     if isinstance(err, AssertionError) and str(err).strip():
         return str(err).strip()
-    if isinstance(err, StudentError):
+    if _of_the_student(err, ("StudentError",)):
         return f"Your code raised {err}"
+    if _of_the_student(err, ("StudentFailure",)):
+        return f"Your code could not be run: {err}"
     return _error_line(err)
 
 
