@@ -1256,15 +1256,23 @@ def test_grading_as_root_gives_the_repository_its_modes_back(tmp_path, monkeypat
 
     build_root = tmp_path / "build"
     _zip_with_tests(build_root / "where_mlps_fail" / "autograder.zip", {"q1.py": TINY_TEST})
-    paths = [REPO / d for d in PRIVATE_DIRS if (REPO / d).exists()]
-    before = {str(p): stat.S_IMODE(p.lstat().st_mode) for p in paths}
-    look = f"import os\nanswer = 42 if not os.access({str(REPO / 'reference')!r}, os.R_OK) else 0"
-    submission = notebook(tmp_path / "hw.ipynb", look)
-    code = _grade_command(monkeypatch, build_root, "where_mlps_fail", str(submission), "--out", str(tmp_path / "out"))
-    capsys.readouterr()
+    paths = [REPO / d for d in PRIVATE_DIRS if (REPO / d).exists() and not (REPO / d).is_symlink()]
+    original = {p: stat.S_IMODE(p.lstat().st_mode) for p in paths}
+    try:
+        for path, mode in original.items():  # readable by others, as a checkout usually is
+            path.chmod(mode | 0o004 | (0o001 if path.is_dir() else 0))
+        before = {str(p): stat.S_IMODE(p.lstat().st_mode) for p in paths}
+        look = f"import os\nanswer = 42 if not os.access({str(REPO / 'reference')!r}, os.R_OK) else 0"
+        submission = notebook(tmp_path / "hw.ipynb", look)
+        code = _grade_command(monkeypatch, build_root, "where_mlps_fail", str(submission), "--out",
+                              str(tmp_path / "out"))
+        capsys.readouterr()
+        after = {str(p): stat.S_IMODE(p.lstat().st_mode) for p in paths}
+    finally:
+        for path, mode in original.items():
+            path.chmod(mode)
     assert code == 0 and read_csv(tmp_path / "out" / "scores.csv")[1][1] == "1", \
         "the student should not have been able to read reference/ while graded"
-    after = {str(p): stat.S_IMODE(p.lstat().st_mode) for p in paths}
     assert after == before, f"modes after the grading: { {p: oct(m) for p, m in after.items()} }"
 
 
