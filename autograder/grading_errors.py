@@ -180,6 +180,35 @@ def unresolved_imports(tests: Path) -> list[str]:
     """One line per import of the test files in ``tests`` (Otter's ``tests/*.py``) that does not resolve in this
     interpreter, naming the test file; for a module of the grader's own that a test imports (a check), the
     imports in its source (the reference solution it imports inside a function) too."""
+    return _scan(tests)[0]
+
+
+#: The grader's data modules, and how each finds its data without a notebook: ``(module, function, arguments)``.
+DATA_FINDERS = {"autograder.data": ("fashion_mnist_root", {}), "autograder.mnist_data": ("find_mnist", {})}
+
+
+def missing_data(autograder: Path) -> list[str]:
+    """Why each dataset the assignment reads is not to be had here (one line each; empty when all are): the
+    data modules (:data:`DATA_FINDERS`) that its support files (``files/*.py``), its tests, or the checks and
+    references those import name, each asked to find its data as the notebook and the reference will."""
+    wanted: set[str] = set(_scan(Path(autograder) / "tests")[1])
+    for support in sorted((Path(autograder) / "files").glob("*.py")):
+        try:
+            wanted.update(module for module, _ in _imports(support.read_text(encoding="utf-8")))
+        except (OSError, SyntaxError, ValueError):
+            continue
+    problems = []
+    for module in sorted(wanted & set(DATA_FINDERS)):
+        function, kwargs = DATA_FINDERS[module]
+        try:
+            getattr(importlib.import_module(module), function)(**kwargs)
+        except Exception as err:  # noqa: BLE001 - not found, not readable, a failed download...
+            problems.append(f"{module}.{function}() found no data ({_error_line(err)})")
+    return problems
+
+
+def _scan(tests: Path) -> tuple[list[str], list[str]]:
+    """:func:`unresolved_imports`'s lines, and every module the tests import or their grader's modules do."""
     problems: list[str] = []
     seen: dict[tuple[str, tuple[str, ...]], str | None] = {}
     for test in sorted(Path(tests).glob("*.py")):
@@ -200,7 +229,7 @@ def unresolved_imports(tests: Path) -> list[str]:
                 seen[(module, names)] = problem
             if seen[(module, names)] is not None:
                 problems.append(f"{test.name}: {seen[(module, names)]}")
-    return problems
+    return problems, sorted({module for module, _ in seen})
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1877,7 +1877,7 @@ def _grade(autograder_zip: Path, submission: Path, limits: Limits, started: floa
     from otter.run.run_autograder.autograder_config import AutograderConfig
     from otter.test_files import GradingResults
 
-    from autograder.grading_errors import GradingError, judged_test_file, unresolved_imports
+    from autograder.grading_errors import GradingError, judged_test_file, missing_data, unresolved_imports
 
     config = _autograder_config(autograder_zip)
     nb = load_submission(submission, config.get("assignment_name"))
@@ -1915,6 +1915,9 @@ def _grade(autograder_zip: Path, submission: Path, limits: Limits, started: floa
         unresolved = unresolved_imports(private / "tests")
         if unresolved:
             raise GradingError(f"the autograder's tests cannot import what they need: {'; '.join(unresolved)}")
+        missing = missing_data(private)  # else the notebook's cells fail to load it, and every answer is missing
+        if missing:
+            raise GradingError(f"the data this assignment reads is missing here: {'; '.join(missing)}")
         # in notebook order (q2 before q10): a restart late in the run leaves the earlier questions graded
         test_files = [judged_test_file().from_file(str(p))
                       for p in sorted((private / "tests").glob("*.py"), key=lambda p: question_order(p.stem))]

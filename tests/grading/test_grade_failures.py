@@ -1313,3 +1313,30 @@ def test_where_a_failure_was_raised_tells_the_graders_fault_from_the_students():
         "student": None,
     }
     assert actual == expected, actual
+
+
+@pytest.mark.grading
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("unshare") is None,
+                    reason="needs root, to hide the installed data in a mount namespace of its own (unshare)")
+def test_data_the_grading_environment_lacks_is_a_grading_error(tmp_path):
+    """With no Fashion-MNIST to be had (the installed copy hidden, no network), the notebook's own cells could
+    not load it and every answer would be missing: a zero for the solution. The judge asks first."""
+    build_root = tmp_path / "build"
+    zip_path = _zip_with_tests(build_root / "where_mlps_fail" / "autograder.zip", {"q1.py": TINY_TEST})
+    with zipfile.ZipFile(zip_path, "a") as z:
+        z.writestr("files/fashion.py", "from autograder.data import fashion_mnist\ntest_set = fashion_mnist(False)\n")
+    submission = notebook(tmp_path / "hw.ipynb", "from fashion import test_set\nanswer = 42")
+    out, empty = tmp_path / "out", tmp_path / "empty"
+    empty.mkdir()
+    script = ("import sys\nfrom pathlib import Path\nfrom autograder import build\n"
+              f"build.BUILD = Path({str(build_root)!r})\nfrom autograder.cli import main\n"
+              f"sys.exit(main(['grade', 'where_mlps_fail', {str(submission)!r}, '--out', {str(out)!r}]))\n")
+    hide = "mount -t tmpfs none /usr/share/datasets 2>/dev/null || true; exec \"$@\""
+    env = {k: v for k, v in os.environ.items() if k not in ("FASHION_MNIST_DIR", "MNIST_NPZ")}
+    env.update(VISION_AUTOGRADER_CACHE=str(empty), HOME=str(empty))
+    proc = subprocess.run(["unshare", "--mount", "--net", "sh", "-c", hide, "sh", sys.executable, "-c", script],
+                          capture_output=True, text=True, timeout=600, env=env)
+    assert proc.returncode == 3, f"exit {proc.returncode}: {proc.stdout[-2000:]} {proc.stderr[-2000:]}"
+    assert_grading_error(results_of(out / "hw" / "results.json"),
+                         "the data this assignment reads is missing here: autograder.data.fashion_mnist_root() "
+                         "found no data (DataNotFoundError: Fashion-MNIST was not found.")
