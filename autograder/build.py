@@ -85,12 +85,13 @@ def normalise_notebook(path: Path) -> None:
 #: point and folder, but the hardened judge grades instead of ``otter run``.
 RUN_JUDGE = '''"""Runs the hardened judge of vision-autograder (autograder.judge) on Gradescope's layout."""
 
+from autograder.grading_errors import cause_of
 from autograder.judge import run_gradescope as run_autograder
 
 if __name__ == "__main__":
     results = run_autograder("{root}")
     # a grading error (the autograder's own fault) fails the run, as does the missing results.json
-    raise SystemExit(1 if "grading_error" in (results.get("extra_data") or {{}}) else 0)
+    raise SystemExit(1 if cause_of(results) is not None else 0)
 '''
 
 

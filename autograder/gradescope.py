@@ -47,9 +47,7 @@ from typing import Iterable
 
 from autograder.grade import DEFAULT_TIMEOUT
 from autograder.grading_errors import cause_of, grading_error_results
-
-#: Where the judge's Gradescope entry point puts a grading error's results (``autograder.judge.GRADING_ERROR_FILE``).
-GRADING_ERROR_FILE = "grading_error.json"
+from autograder.judge import GRADING_ERROR_FILE
 
 #: Where Otter renders its scripts for when ``autograder_dir`` is not set.
 OTTER_DEFAULT_DIR = "/autograder"

@@ -6,7 +6,8 @@ doing, and none may cost the student points. :func:`fault_of` decides, from
 where an exception was raised (its traceback's frames, never its message),
 whether a test's failure is the grader's; :func:`unresolved_imports` finds,
 before any student code runs, the imports of an autograder's tests that do
-not resolve in this environment (the judge and the build both ask it).
+not resolve in this environment (the judge and the build both ask it), and
+:func:`missing_data` the datasets the assignment reads that cannot be found.
 
 A grading error's results (:func:`grading_error_results`) are valid
 Gradescope results scored 0, with the cause in ``extra_data.grading_error``
@@ -93,13 +94,14 @@ def student_message(err: BaseException) -> str:
 
 
 def grading_error_results(cause: str, seconds: float = 0.0) -> dict:
-    """Gradescope results for a submission the grader failed on: 0 points, not the student's fault."""
+    """Gradescope results for a submission the grader failed on: 0 points, not the student's fault. The cause
+    (which may name the grader's files and modules) is kept for staff only, in ``extra_data``."""
     return {
         "score": 0.0,
         "execution_time": round(seconds, 3),
         "output": ("This submission was not graded: the autograder itself failed, which is not a fault of your "
                    "work, and the score of 0 is not your grade. Please tell your course staff: they will fix the "
-                   f"autograder and grade your submission again.\nCause: {cause}"),
+                   "autograder and grade your submission again (the cause is recorded for them)."),
         "output_format": "text",
         "visibility": "visible",
         "stdout_visibility": "hidden",
