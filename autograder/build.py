@@ -90,10 +90,13 @@ import os
 # one thread for torch and the BLAS libraries in the judge, set before they load
 os.environ.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
 
+from autograder.grading_errors import cause_of  # noqa: E402
 from autograder.judge import run_gradescope as run_autograder  # noqa: E402
 
 if __name__ == "__main__":
-    run_autograder("{root}")
+    results = run_autograder("{root}")
+    # a grading error (the autograder's own fault) fails the run, as does the missing results.json
+    raise SystemExit(1 if cause_of(results) is not None else 0)
 '''
 
 
@@ -114,6 +117,30 @@ def _use_judge(otter_zip: Path, out: Path) -> None:
                     raise BuildError("Otter's run_otter.py no longer calls run_autograder(\"...\")")
                 data = RUN_JUDGE.format(root=match.group(1)).encode()
             dst.writestr(info, data)
+
+
+def check_imports(autograder_zip: Path) -> None:
+    """Check that every import of the zip's tests (and of the checks they import) resolves in this environment,
+    as the judge will import them: in a new process of this interpreter, from a scratch folder (not this
+    repository, which a copy of it would shadow).
+
+    Raises:
+        BuildError: naming each test and the import that does not resolve.
+    """
+    import tempfile
+    import zipfile
+
+    with tempfile.TemporaryDirectory(prefix="build-check-") as scratch:
+        with zipfile.ZipFile(autograder_zip) as archive:
+            for name in archive.namelist():
+                if name.startswith("tests/") and name.endswith(".py"):
+                    archive.extract(name, scratch)
+        proc = subprocess.run([sys.executable, "-m", "autograder.grading_errors", str(Path(scratch) / "tests")],
+                              cwd=scratch, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise BuildError(f"the tests of {autograder_zip} cannot import what they need in this environment "
+                         f"({sys.executable}); every submission would get a grading error:\n"
+                         f"{proc.stdout.strip() or proc.stderr.strip()}")
 
 
 #: The folder in ``build/NAME/`` that ``grade`` writes to by default: a rebuild keeps it (a newcomer's
@@ -181,6 +208,7 @@ def build_assignment(name: str, run_tests: bool = True, quiet: bool = True, buil
         raise BuildError(f"expected one autograder zip in {dist / 'autograder'}, found {len(zips)}")
     autograder_zip = out / "autograder.zip"
     _use_judge(zips[0], autograder_zip)
+    check_imports(autograder_zip)
     solution = out / "solution.ipynb"
     shutil.copyfile(dist / "autograder" / master.name, solution)
 

@@ -37,6 +37,10 @@ from autograder.outcomes import BatchError
 from autograder.student_package import StudentPackageError, build_student_package, student_modules
 
 
+#: ``grade``'s exit status when the autograder itself failed on a submission (a grading error).
+GRADING_ERROR_EXIT = 3
+
+
 def bundled_examples(name: str) -> list[Path]:
     """The demo's submissions for ``name``: solution, blank student notebook, then ``examples/*.ipynb``."""
     built = build_mod.BUILD / name
@@ -66,11 +70,23 @@ def _grade(name: str, submissions: list[Path], out: Path | None, jobs: int, time
         _build([name], run_tests=False)
     out = out or build_mod.BUILD / name / build_mod.GRADED_FOLDER
     results = grade_mod.grade_many(zip_path, submissions, out, jobs=jobs, timeout=timeout, runner=runner,
-                                   limits=limits)
+                                   limits=limits, assignment=name)
     print(grade_mod.format_table(results))
     print(f"results: {out}/<submission>/results.json; table: {out / 'scores.csv'}")
     print(f"report:  {report_mod.write_report(out, name)}")
     return results
+
+
+def _missing(path: Path) -> bool:
+    """Whether nothing is at ``path``. A path that cannot be looked at (a folder on it the grading user may not
+    enter) is not missing: it is graded, and gets its results file and row saying why it could not be read."""
+    try:
+        path.lstat()
+    except (FileNotFoundError, NotADirectoryError):
+        return True
+    except OSError:
+        return False
+    return False
 
 
 def _positive(kind: type, unit: str):
@@ -114,8 +130,9 @@ def main(argv: list[str] | None = None) -> int:
 
     p = sub.add_parser("grade", help="grade submissions with an assignment's autograder",
                        description="Grade submissions with an assignment's autograder. Every submission gets a "
-                                   "results.json and a row in scores.csv; the exit status is 1 when any could not "
-                                   "be graded (its row says why), else 0.")
+                                   "results.json and a row in scores.csv; the exit status is 3 when the autograder "
+                                   "itself failed on any (a grading error: its row says 'grading error: ' and the "
+                                   "cause), else 1 when any could not be graded (its row says why), else 0.")
     grade_parser = p
     p.add_argument("name", help="assignment, e.g. where_mlps_fail")
     p.add_argument("submissions", nargs="+", type=Path,
@@ -170,12 +187,14 @@ def main(argv: list[str] | None = None) -> int:
                 grade_mod.judge_limits(limits, args.timeout, args.runner)
             except ValueError as err:
                 grade_parser.error(str(err))
-            unmatched = [str(s) for s in args.submissions if not s.exists() and any(c in str(s) for c in "*?[")]
+            unmatched = [str(s) for s in args.submissions if _missing(s) and any(c in str(s) for c in "*?[")]
             if unmatched:  # the shell passes a pattern that matches nothing on as it is: a typo, not a submission
                 grade_parser.error(f"no file matches {', '.join(unmatched)} (the shell passed the pattern on as it was); "
                              "nothing was graded or written")
             build_mod.master_notebook(args.name)
             results = _grade(args.name, args.submissions, args.out, args.jobs, args.timeout, args.runner, limits)
+            if any(r.grading_error for r in results):
+                return GRADING_ERROR_EXIT
             return 0 if all(r.error is None for r in results) else 1
         if args.command == "report":
             print(f"report: {report_mod.write_report(args.out)}")

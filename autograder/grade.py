@@ -70,6 +70,17 @@ class GradeResult:
     #: the assignment's points (its autograder zip's tests), which a row that could not be graded is out of when
     #: no submission of its batch was graded; ``None`` if unknown
     out_of: float | None = None
+    #: whether ``error`` is the grader's own fault (:mod:`autograder.grading_errors`), not the submission's
+    grading_error: bool = False
+
+    @property
+    def shown_error(self) -> str | None:
+        """``error`` as the table and scores.csv show it: a grading error's begins ``grading error: ``."""
+        if self.error is None or not self.grading_error:
+            return self.error
+        from autograder.grading_errors import LABEL
+
+        return f"{LABEL}: {self.error}"
 
     @property
     def total(self) -> float:
@@ -398,7 +409,10 @@ def _run_grading(runner: str, autograder_zip: Path, staged: Path, original_name:
     _collect(produced, out_dir, staged.name, original_name)
     if proc.returncode != 0 or not (out_dir / "results.json").is_file():
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
-        return f"the autograder exited with code {proc.returncode}: {tail[0]}"
+        # the judge writes results for whatever a submission does: one that ended without them failed itself
+        from autograder.grading_errors import GradingError
+
+        raise GradingError(f"the autograder exited with code {proc.returncode}: {tail[0]}")
     return None
 
 
@@ -477,10 +491,15 @@ def grade_one(autograder_zip: Path, submission: Path, out_dir: Path, timeout: fl
 
 def _grade_one(autograder_zip: Path, submission: Path, out_dir: Path, limits: Limits | None, timeout: float,
                threads: int | None, runner: str) -> GradeResult:
+    from autograder.grading_errors import GradingError, cause_of, grading_error_results
+
     results_path = out_dir / "results.json"
     results_path.unlink(missing_ok=True)
     started = time.perf_counter()
-    graded, reason = _file_to_grade(submission)
+    try:
+        graded, reason = _file_to_grade(submission)
+    except OSError as err:  # a folder on its path that the grading user may not enter, a name too long...
+        graded, reason = None, f"{submission} could not be read ({err.strerror or err})."
     if graded is not None:
         with tempfile.TemporaryDirectory(prefix="grade-") as scratch:
             try:
@@ -488,13 +507,21 @@ def _grade_one(autograder_zip: Path, submission: Path, out_dir: Path, limits: Li
             except OSError as err:
                 reason = f"{graded} could not be copied for grading ({err.strerror or err})."
             else:
-                reason = _run_grading(runner, autograder_zip, staged, graded.name, out_dir, Path(scratch),
-                                      limits, timeout, threads)
+                try:
+                    reason = _run_grading(runner, autograder_zip, staged, graded.name, out_dir, Path(scratch),
+                                          limits, timeout, threads)
+                except GradingError as err:
+                    seconds = time.perf_counter() - started
+                    results_path.write_text(json.dumps(grading_error_results(str(err), seconds), indent=2))
+                    return GradeResult(submission, results_path, {}, str(err), seconds, grading_error=True)
     seconds = time.perf_counter() - started
     if reason is not None:
         results_path.write_text(json.dumps(failure_results(reason, seconds), indent=2))
         return GradeResult(submission, results_path, {}, reason, seconds)
     results = json.loads(results_path.read_text())
+    cause = cause_of(results)
+    if cause is not None:  # the judge's grading error: the grader's fault, never the student's score
+        return GradeResult(submission, results_path, {}, cause, seconds, grading_error=True)
     if not results.get("tests"):  # the judge's own "could not be graded" results
         reason = str(results.get("output", "not graded")).removeprefix(NOT_GRADED)  # the table says "not graded: "
         return GradeResult(submission, results_path, {}, reason, seconds)
@@ -504,8 +531,12 @@ def _grade_one(autograder_zip: Path, submission: Path, out_dir: Path, limits: Li
 def grade_many(autograder_zip: Path, submissions: list[Path], out_dir: Path, jobs: int = 1,
                timeout: float | None = None, progress: bool = True, runner: str = "judge",
                answers_dir: Path | None = None,
-               limits: Limits | Mapping[str, float] | None = None) -> list[GradeResult]:
+               limits: Limits | Mapping[str, float] | None = None,
+               assignment: str | None = None) -> list[GradeResult]:
     """Grade several submissions, ``jobs`` at a time; results in the submissions' order.
+
+    ``assignment``: the assignment the batch is for; an autograder zip whose ``otter_config.json`` names
+    another (``assignment_name``) grades nothing, and every submission gets a grading error saying so.
 
     Each submission's outputs go to ``out_dir/<label>/``; two submissions
     with the same file name get ``-2``, ``-3`` suffixes (:func:`batch_labels`). Writes
@@ -527,24 +558,35 @@ def grade_many(autograder_zip: Path, submissions: list[Path], out_dir: Path, job
     out_dir = Path(out_dir)
     changed = protect_inputs([Path(s) for s in submissions], out_dir)  # before the first student code runs
     try:
-        return _grade_many(autograder_zip, submissions, out_dir, jobs, timeout, progress, runner, answers_dir, limits)
+        return _grade_many(autograder_zip, submissions, out_dir, jobs, timeout, progress, runner, answers_dir, limits,
+                           assignment)
     finally:
         restore_modes(changed, out_dir)
 
 
 def _grade_many(autograder_zip: Path, submissions: list[Path], out_dir: Path, jobs: int, timeout: float | None,
                 progress: bool, runner: str, answers_dir: Path | None,
-                limits: Limits | Mapping[str, float] | None) -> list[GradeResult]:
+                limits: Limits | Mapping[str, float] | None, assignment: str | None = None) -> list[GradeResult]:
     from autograder import answers_cache
-    from autograder.gradescope import zip_total_points
+    from autograder.gradescope import zip_assignment_name, zip_total_points
+    from autograder.grading_errors import grading_error_results
 
     labels = batch_labels([Path(s) for s in submissions])
     out_of = zip_total_points(Path(autograder_zip))
+    named = zip_assignment_name(Path(autograder_zip)) if assignment else None
+    mismatch = (f"the autograder zip {autograder_zip} is the autograder of the assignment {named!r}, not of "
+                f"{assignment!r}; rebuild it: python -m autograder build {assignment}") \
+        if named and named != assignment else None
 
     threads = 1  # each grading on one thread: results do not depend on the core count or on `jobs`
 
     def work(item):
         sub, label = item
+        if mismatch is not None:
+            (out_dir / label).mkdir(parents=True, exist_ok=True)
+            path = out_dir / label / "results.json"
+            path.write_text(json.dumps(grading_error_results(mismatch), indent=2))
+            return GradeResult(Path(sub), path, {}, mismatch, grading_error=True)
         return grade_one(autograder_zip, Path(sub), out_dir / label, timeout, threads, runner, limits)
 
     bar = None
@@ -585,7 +627,7 @@ def _batch_possible(results: list[GradeResult]) -> float | None:
 def write_csv(results: list[GradeResult], labels: list[str], path: Path) -> None:
     """One row per submission: label, each question's score, total, possible, error. A row that could not be
     graded has no question scores, a total of 0, and the batch's possible points (:func:`_batch_possible`; 0 if
-    unknown)."""
+    unknown); its error begins ``grading error: `` when the grader failed (:attr:`GradeResult.shown_error`)."""
     questions = _questions(results)
     batch_possible = _batch_possible(results) or 0.0
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -594,7 +636,7 @@ def write_csv(results: list[GradeResult], labels: list[str], path: Path) -> None
         writer.writerow(["submission", *questions, "total", "possible", "error"])
         for label, r in zip(labels, results):
             writer.writerow([label, *[_fmt(r.scores[q][0]) if q in r.scores else "" for q in questions],
-                             _fmt(r.total), _fmt(batch_possible if r.error else r.possible), r.error or ""])
+                             _fmt(r.total), _fmt(batch_possible if r.error else r.possible), r.shown_error or ""])
 
 
 def _fmt(x: float) -> str:
@@ -608,7 +650,8 @@ def format_table(results: list[GradeResult]) -> str:
     for r in results:
         if r.error:
             score = "0" if batch_possible is None else f"0/{_fmt(batch_possible)}"
-            rows.append((r.label or submission_label(r.submission), score, f"not graded: {r.error}"))
+            shown = r.shown_error if r.grading_error else f"not graded: {r.error}"
+            rows.append((r.label or submission_label(r.submission), score, shown))
             continue
         lost = [f"{q} ({_fmt(s)}/{_fmt(m)})" for q, (s, m) in sorted(r.scores.items(), key=lambda i: question_order(i[0]))
                 if s < m]

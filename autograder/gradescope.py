@@ -45,7 +45,9 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Iterable
 
-from autograder.grade import DEFAULT_TIMEOUT, failure_results
+from autograder.grade import DEFAULT_TIMEOUT
+from autograder.grading_errors import cause_of, grading_error_results
+from autograder.judge import GRADING_ERROR_FILE
 
 #: Where Otter renders its scripts for when ``autograder_dir`` is not set.
 OTTER_DEFAULT_DIR = "/autograder"
@@ -79,6 +81,18 @@ def zip_total_points(autograder_zip: Path) -> float | None:
     except (OSError, zipfile.BadZipFile):
         return None
     return _points(texts)
+
+
+def zip_assignment_name(autograder_zip: Path) -> str | None:
+    """The ``assignment_name`` of an autograder zip's ``otter_config.json`` (``otter assign`` writes the
+    assignment's name there), ``None`` if it names none or cannot be read."""
+    try:
+        with zipfile.ZipFile(autograder_zip) as archive:
+            config = json.loads(archive.read(OTTER_CONFIG))
+    except (OSError, KeyError, ValueError, zipfile.BadZipFile):
+        return None
+    name = config.get("assignment_name") if isinstance(config, dict) else None
+    return str(name) if name else None
 
 
 def _points(texts: list[str]) -> float | None:
@@ -248,8 +262,11 @@ def rehearse(autograder_zip: Path | str, submission: Path | str | Iterable[Path 
 
     Returns:
         ``root/results/results.json``. It is always written: when the
-        autograder leaves none (or not JSON), it holds
-        :func:`autograder.grade.failure_results`, score 0, with the reason.
+        autograder leaves none (or not JSON), it holds a grading error's
+        results (:func:`autograder.grading_errors.grading_error_results`),
+        the judge's own when it wrote them aside
+        (:data:`autograder.judge.GRADING_ERROR_FILE`), else with the reason.
+        On Gradescope such a run fails: there is no valid ``results.json``.
 
     Raises:
         FileNotFoundError: ``autograder_zip`` does not exist.
@@ -265,8 +282,11 @@ def rehearse(autograder_zip: Path | str, submission: Path | str | Iterable[Path 
         lay_out(autograder_zip, submission, root, metadata)
         entry = point_at(root)
         code, last = _run(entry, root, timeout, Path(python_bin or Path(sys.executable).parent))
+        kept = results.with_name(GRADING_ERROR_FILE)
         if code is None:
             reason = f"grading took longer than {timeout:.0f} seconds and was stopped."
+        elif not results.is_file() and kept.is_file():  # the judge's grading error (run_gradescope)
+            shutil.copyfile(kept, results)
         elif not results.is_file():
             reason = f"the autograder exited with code {code} and wrote no results.json: {last}"
         else:
@@ -277,9 +297,9 @@ def rehearse(autograder_zip: Path | str, submission: Path | str | Iterable[Path 
                 reason = f"the autograder's results.json is not JSON ({err})."
     except (OSError, RehearsalError, zipfile.BadZipFile) as err:
         reason = f"the rehearsal could not run the autograder: {err}"
-    if reason is not None:
+    if reason is not None:  # Gradescope would find no valid results: the autograder failed, not the student
         results.parent.mkdir(parents=True, exist_ok=True)
-        results.write_text(json.dumps(failure_results(reason, time.perf_counter() - started), indent=2),
+        results.write_text(json.dumps(grading_error_results(reason, time.perf_counter() - started), indent=2),
                            encoding="utf-8")
     return results
 
@@ -304,6 +324,12 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     from autograder.grade import question_scores
 
+    cause = cause_of(data)
+    if cause is not None:
+        print(f"GRADING ERROR (the autograder's fault, not the submission's): {cause}\n"
+              "on Gradescope this run fails (no results.json): staff see it as failed, and the student is told "
+              "\"The autograder failed to execute correctly. Please contact your course staff\"", file=sys.stderr)
+        return 3
     scores = question_scores(data)
     got, possible = sum(s for s, _ in scores.values()), sum(m for _, m in scores.values())
     print(f"score:   {data.get('score', got):g} / {possible:g}  (valid Gradescope results)")

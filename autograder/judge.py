@@ -27,6 +27,7 @@ so far. Every path out of :func:`grade_submission` writes a results file.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import math
@@ -53,7 +54,7 @@ from typing import Any, Callable, Iterator
 if __name__ == "__main__":  # the judge's own process: one thread for torch and NumPy's BLAS, set before they load
     os.environ.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
 
-from autograder import channel  # noqa: E402 - after the threads are set
+from autograder import channel, private_dirs  # noqa: E402 - after the threads are set
 
 REPO = Path(__file__).resolve().parents[1]
 #: Folders of the installation the student process must not read when grading
@@ -164,10 +165,14 @@ def _expect_readable_size(name: str, size: int) -> None:
 def load_submission(path: Path, expected_name: str | None = None):
     """Read a submission: a ``.ipynb`` notebook, or Otter's export zip holding exactly one.
 
+    ``expected_name``: the assignment being graded (``assignment_name`` of the autograder's
+    ``otter_config.json``); a notebook whose metadata (``otter.assignment_name``, which ``otter assign``
+    writes into the student notebook) names another is refused. A notebook that names none is read.
+
     Raises:
         SubmissionError: with a student-facing reason (not a file, empty, not
             JSON, not a notebook, a zip with no or several notebooks, a
-            ``.py`` file...).
+            ``.py`` file, another assignment's notebook...).
     """
     import nbformat
 
@@ -207,6 +212,12 @@ def load_submission(path: Path, expected_name: str | None = None):
     language = (nb.metadata.get("kernelspec") or {}).get("language") or (nb.metadata.get("language_info") or {}).get("name")
     if language and str(language).lower() != "python":
         raise SubmissionError(f"{path.name} is a {language} notebook; this assignment is graded in Python.")
+    otter_metadata = nb.metadata.get("otter")
+    named = otter_metadata.get("assignment_name") if isinstance(otter_metadata, dict) else None
+    if expected_name and named and str(named) != expected_name:
+        raise SubmissionError(f"{path.name} is the notebook of the assignment {str(named)[:100]!r} (its metadata says "
+                              f"so), not of {expected_name!r}, the assignment it was submitted to: submit your "
+                              f"{expected_name} notebook.")
     return nb
 
 
@@ -1963,12 +1974,17 @@ def grade_submission(autograder_zip: Path, submission: Path, results_path: Path,
     """Grade one submission with the hardened judge and write ``results_path``.
 
     Returns the Gradescope results dict (also written to ``results_path``).
-    Never raises for anything the submission does; a failure to grade is a
-    results file scored 0 whose ``output`` says why.
+    Never raises for anything the submission does; a submission that cannot
+    be graded is a results file scored 0 whose ``output`` says why. A fault
+    of the grader (:class:`autograder.grading_errors.GradingError`, or any
+    other exception of its own) gives a grading error's results instead
+    (:func:`autograder.grading_errors.grading_error_results`): never a
+    score the student earned.
     """
     import torch
 
     from autograder.grade import failure_results
+    from autograder.grading_errors import GradingError, cause_of, grading_error_results
 
     started = time.monotonic()
     # the judge's own computations (references, retrainings, checks) on one thread, as the student's run: the
@@ -1984,9 +2000,13 @@ def grade_submission(autograder_zip: Path, submission: Path, results_path: Path,
             results = _grade(Path(autograder_zip), Path(submission), limits, started, cleanups)
         except SubmissionError as err:
             results = failure_results(str(err), time.monotonic() - started)
+        except GradingError as err:
+            results = grading_error_results(str(err), time.monotonic() - started)
         except Exception as err:  # noqa: BLE001 - the grader's own failure still yields a results file
-            results = failure_results(f"the autograder failed ({type(err).__name__}: {err}); "
-                                      "please tell your instructor.", time.monotonic() - started)
+            results = grading_error_results(f"the autograder failed ({type(err).__name__}: {err})",
+                                            time.monotonic() - started)
+        if cause_of(results) is not None:  # for staff: the grading's log (grade) or Gradescope's stdout
+            print(f"grading error: {cause_of(results)}", file=sys.stderr, flush=True)
         results["execution_time"] = round(time.monotonic() - started, 3)
         results_path.parent.mkdir(parents=True, exist_ok=True)
         partial = results_path.with_name(f".{results_path.name}.partial")
@@ -2008,16 +2028,20 @@ def _grade(autograder_zip: Path, submission: Path, limits: Limits, started: floa
     caller to run after writing the results (run here when ``cleanups`` is ``None``)."""
     from otter.run.run_autograder.autograder_config import AutograderConfig
     from otter.test_files import GradingResults
-    from otter.test_files.exception_test import ExceptionTestFile
 
-    nb = load_submission(submission)
+    from autograder.grading_errors import GradingError, judged_test_file, missing_data, unresolved_imports
+
+    config = _autograder_config(autograder_zip)
+    nb = load_submission(submission, config.get("assignment_name"))
     user = None
     notes = []
+    private_lock = contextlib.ExitStack()
     if _is_root():
         # never run student code as root: it could read the references and write the results. The user is
-        # probed once its sandbox slot is held (_claim_sandbox)
+        # probed once its sandbox slot is held (_claim_sandbox). The private folders get their modes back when
+        # the last grading running ends (autograder.private_dirs)
         user = _sandbox_account()
-        lock_down([REPO / d for d in PRIVATE_DIRS])
+        private_lock.enter_context(private_dirs.locked([REPO / d for d in PRIVATE_DIRS]))
         _prepare_shared_cache()
     else:
         notes.append("not running as root: student code ran as this user, in its own process")
@@ -2039,8 +2063,15 @@ def _grade(autograder_zip: Path, submission: Path, limits: Limits, started: floa
                 archive.extractall(private)
         config = json.loads((private / "otter_config.json").read_text()) if (private / "otter_config.json").is_file() else {}
         ag_config = AutograderConfig(config)
+        # before any student code runs: a test whose check cannot be imported would cost every student its points
+        unresolved = unresolved_imports(private / "tests")
+        if unresolved:
+            raise GradingError(f"the autograder's tests cannot import what they need: {'; '.join(unresolved)}")
+        missing = missing_data(private)  # else the notebook's cells fail to load it, and every answer is missing
+        if missing:
+            raise GradingError(f"the data this assignment reads is missing here: {'; '.join(missing)}")
         # in notebook order (q2 before q10): a restart late in the run leaves the earlier questions graded
-        test_files = [ExceptionTestFile.from_file(str(p))
+        test_files = [judged_test_file().from_file(str(p))
                       for p in sorted((private / "tests").glob("*.py"), key=lambda p: question_order(p.stem))]
         if (private / "files").is_dir():
             shutil.copytree(private / "files", workdir, dirs_exist_ok=True)
@@ -2067,6 +2098,9 @@ def _grade(autograder_zip: Path, submission: Path, limits: Limits, started: floa
             env.refresh()
             test_file.run(env)
             gc.collect()  # what the question's calls returned, kept in reference cycles (RemoteCallable._call)
+        faults = [f"{t.name}: {cause}" for t in test_files for cause in getattr(t, "grading_errors", [])]
+        if faults:
+            raise GradingError("; ".join(faults))
         _note_stopped_cells(test_files, session.records, session.cells)
         grading = GradingResults(test_files)
         notes.extend(_cell_notes(session.records))
@@ -2081,6 +2115,7 @@ def _grade(autograder_zip: Path, submission: Path, limits: Limits, started: floa
         later.append(lambda: remove_tree(workdir))
         if own_parent:
             later.append(lambda: _quietly(os.rmdir, parent))
+        later.append(private_lock.close)  # once the student's processes are stopped and what they left removed
         if slot_lock is not None:  # the slot is free once what its user left is gone
             later.append(lambda: os.close(slot_lock))
         if cleanups is None:
@@ -2088,6 +2123,21 @@ def _grade(autograder_zip: Path, submission: Path, limits: Limits, started: floa
                 cleanup()
         else:
             cleanups.extend(later)
+
+
+def _autograder_config(autograder: Path) -> dict:
+    """The ``otter_config.json`` of an autograder zip, or of Gradescope's unpacked source folder (``{}`` when it
+    has none)."""
+    try:
+        if autograder.is_dir():
+            path = autograder / "otter_config.json"
+            return json.loads(path.read_text()) if path.is_file() else {}
+        with zipfile.ZipFile(autograder) as archive:
+            return json.loads(archive.read("otter_config.json")) if "otter_config.json" in archive.namelist() else {}
+    except (OSError, ValueError, zipfile.BadZipFile) as err:
+        from autograder.grading_errors import GradingError
+
+        raise GradingError(f"the autograder's otter_config.json cannot be read ({type(err).__name__}: {err})") from None
 
 
 def _restart_notes(restarts: list[str]) -> list[str]:
@@ -2229,8 +2279,17 @@ def run_gradescope(root: str | Path = "/autograder", limits: Limits = Limits()) 
     autograder zip in place of Otter's, so the same zip runs the hardened judge.
     When root, the source folder (hidden tests) and the results folder are
     made unreadable to the student user first.
+
+    A grading error (:mod:`autograder.grading_errors`) leaves no
+    ``results.json``: Gradescope then marks the run as failed for staff and
+    tells the student "The autograder failed to execute correctly. Please
+    contact your course staff" (Gradescope's troubleshooting page: its answer
+    when there is no valid ``results.json``), where a results file would have
+    recorded a score. Its results, with the cause, go to
+    :data:`GRADING_ERROR_FILE` beside it, and the cause to the staff's output.
     """
     from autograder.grade import failure_results
+    from autograder.grading_errors import cause_of
 
     root = Path(root)
     results_path = root / "results" / "results.json"
@@ -2244,9 +2303,19 @@ def run_gradescope(root: str | Path = "/autograder", limits: Limits = Limits()) 
         results_path.write_text(json.dumps(results, indent=2))
         return results
     results = grade_submission(root / "source", submission, results_path, limits)
+    cause = cause_of(results)
+    if cause is not None:
+        os.replace(results_path, results_path.with_name(GRADING_ERROR_FILE))
+        print(f"GRADING ERROR (the autograder's fault, not the student's; no results.json written, so Gradescope "
+              f"shows this run as failed): {cause}")
+        return results
     print(summary_line(results))
     print(results.get("output") or "")
     return results
+
+
+#: Where :func:`run_gradescope` puts a grading error's results, in place of ``results.json``.
+GRADING_ERROR_FILE = "grading_error.json"
 
 
 def summary_line(results: dict) -> str:

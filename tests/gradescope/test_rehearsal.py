@@ -29,6 +29,7 @@ import pytest
 
 from autograder.build import OTTER_CONFIG, REPO, BuiltAssignment, build_assignment
 from autograder.grade import failure_results, question_scores
+from autograder.grading_errors import grading_error_results
 from autograder.gradescope import lay_out, point_at, rehearse, submission_metadata, total_points
 from autograder.results_schema import ResultsSchemaError, schema, validate_results
 from tests.fixtures.submissions import apply
@@ -86,6 +87,7 @@ def test_schema_is_valid_draft_2020_12():
 @pytest.mark.parametrize("results", [
     _otter_like_results(),
     failure_results("the kernel died", 3.25),
+    grading_error_results("q1: an import failed (ModuleNotFoundError: No module named 'x')", 1.5),
     # Otter's results when its runner raises OtterRuntimeError
     {"score": 0, "stdout_visibility": "hidden",
      "tests": [{"name": "Autograder Error", "output": "Otter encountered an error"}]},
@@ -102,7 +104,8 @@ def test_schema_is_valid_draft_2020_12():
                 "output_format": "ansi", "tags": ["tag1", "tag2"], "visibility": "visible", "extra_data": {}}],
      "leaderboard": [{"name": "Accuracy", "value": 0.926}, {"name": "Time", "value": 15.1, "order": "asc"},
                      {"name": "Stars", "value": "*****"}]},
-], ids=["otter", "failure_results", "otter_runtime_error", "otter_catastrophic", "full_spec"])
+], ids=["otter", "failure_results", "grading_error_results", "otter_runtime_error", "otter_catastrophic",
+        "full_spec"])
 def test_schema_accepts(results):
     assert validate_results(results) is results
 
@@ -225,7 +228,9 @@ def test_rehearsal_writes_failure_results_when_the_autograder_writes_none(tmp_pa
     data = validate_results(results)
     assert results == tmp_path / "root" / "results" / "results.json"
     assert data["score"] == 0 and data["tests"] == []
-    assert "exited with code 3" in data["output"] and "about to fail" in data["output"]
+    cause = data["extra_data"]["grading_error"]  # no results on Gradescope: the grader failed, not the student
+    assert "exited with code 3" in cause and "about to fail" in cause, cause
+    assert "not a fault of your work" in data["output"], data["output"]
     assert "about to fail" in (tmp_path / "root" / "results" / "stdout").read_text()
 
 
@@ -236,7 +241,7 @@ def test_rehearsal_stops_at_the_timeout(tmp_path):
     sub.write_text("{}")
     results = rehearse(zip_path, sub, tmp_path / "root", timeout=2)
     data = validate_results(results)
-    assert data["score"] == 0 and "longer than 2 seconds" in data["output"]
+    assert data["score"] == 0 and "longer than 2 seconds" in data["extra_data"]["grading_error"]
     assert data["execution_time"] < 30
 
 
@@ -248,7 +253,7 @@ def test_rehearsal_of_a_zip_not_written_by_otter(tmp_path):
     sub = tmp_path / "sub.ipynb"
     sub.write_text("{}")
     data = validate_results(rehearse(zip_path, sub, tmp_path / "root"))
-    assert data["score"] == 0 and "run_otter.py" in data["output"]
+    assert data["score"] == 0 and "run_otter.py" in data["extra_data"]["grading_error"]
     with pytest.raises(FileNotFoundError):
         rehearse(tmp_path / "missing.zip", sub, tmp_path / "root2")
 
@@ -282,6 +287,33 @@ def test_rehearsal_takes_points_off_a_wrong_submission(gs_build, tmp_path):
     lost = {q: (s, m) for q, (s, m) in scores.items() if s < m}
     assert list(lost) == [WRONG_VARIANT.loses], lost
     assert lost[WRONG_VARIANT.loses][0] == 0
+
+
+@pytest.mark.grading
+def test_rehearsal_of_a_broken_setup_fails_as_gradescope_would(gs_build, tmp_path, capsys):
+    """Issue 25: hidden tests that could not import their checks scored the solution 0/31 and the rehearsal
+    said "valid Gradescope results". The judge leaves no results.json (Gradescope then marks the run failed and
+    tells the student to contact staff); the rehearsal reports a grading error and exits 3."""
+    from autograder.gradescope import main
+
+    broken = tmp_path / "broken.zip"
+    with zipfile.ZipFile(gs_build.autograder_zip) as src, zipfile.ZipFile(broken, "w") as dst:
+        for info in src.infolist():
+            data = src.read(info)
+            if info.filename == "tests/q2_1.py":
+                data = data.replace(b"from autograder.checks.where_mlps_fail import", b"from autograder.chekcs import")
+            dst.writestr(info, data)
+    root = tmp_path / "autograder"
+    code = main([str(broken), str(gs_build.solution), "--root", str(root)])
+    out, err = capsys.readouterr()
+    assert code == 3, f"the rehearsal of a broken setup should exit 3, not {code}: {out} {err}"
+    assert "valid Gradescope results" not in out and "GRADING ERROR" in err, (out, err)
+    expected = "q2_1.py: cannot import autograder.chekcs (ModuleNotFoundError: No module named 'autograder.chekcs')"
+    kept = json.loads((root / "results" / "grading_error.json").read_text())
+    assert expected in kept["extra_data"]["grading_error"], kept
+    assert validate_results(root / "results" / "results.json") == kept, "the rehearsal's results are the judge's"
+    assert "not a fault of your work" in kept["output"] and "course staff" in kept["output"], kept["output"]
+    assert "GRADING ERROR" in (root / "results" / "stdout").read_text(), "staff see the cause in the output"
 
 
 # ---------------------------------------------------------------------------

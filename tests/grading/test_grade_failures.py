@@ -1033,3 +1033,310 @@ def test_a_student_graded_as_nobody_cannot_stop_the_next_gradings_check_of_its_u
     assert still_killing, "the killer should have run throughout the neighbour's grading"
     actual = {test["name"]: test.get("score") for test in results["tests"] if test["name"] != "Public Tests"}
     assert actual == {"q1": 1.0}, f"the honest neighbour should be graded: {actual}, {results.get('output')!r}"
+
+
+# ---------------------------------------------------------------- grading errors: the grader's fault, never a zero
+
+
+def _zip_with_tests(path: Path, tests: dict[str, str], assignment: str | None = "where_mlps_fail") -> Path:
+    """An autograder zip holding ``tests`` (``{"q1.py": source}``) and an otter_config.json naming ``assignment``."""
+    config = {"show_hidden": True, "lang": "python"}
+    if assignment:
+        config["assignment_name"] = assignment
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr("otter_config.json", json.dumps(config))
+        for name, source in tests.items():
+            z.writestr(f"tests/{name}", source)
+    return path
+
+
+def _hidden_test(body: str, name: str = "q1", params: str = "answer") -> str:
+    """An Otter exception test file with one hidden 1-point test case whose body is ``body``."""
+    indented = "\n".join(f"    {line}" for line in body.splitlines())
+    return (f'from otter.test_files import test_case\n\nOK_FORMAT = False\n\nname = "{name}"\npoints = 1\n\n'
+            f'@test_case(points=1, hidden=True)\ndef test_{name}_hidden({params}):\n{indented}\n')
+
+
+def _grade_command(monkeypatch, build_root: Path, *args: str) -> int:
+    """``python -m autograder grade ARGS`` (the real command line), its zips taken from ``build_root``."""
+    from autograder import build as build_mod
+    from autograder.cli import main
+
+    monkeypatch.setattr(build_mod, "BUILD", build_root)
+    return main(["grade", *args])
+
+
+def _broken_copy(autograder_zip: Path, out: Path, test: str, old: str, new: str) -> Path:
+    """``autograder_zip`` with ``old`` replaced by ``new`` in ``tests/<test>``."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(autograder_zip) as src, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as dst:
+        for info in src.infolist():
+            data = src.read(info)
+            if info.filename == f"tests/{test}":
+                assert old.encode() in data, f"{old!r} is not in {test}"
+                data = data.replace(old.encode(), new.encode())
+            dst.writestr(info, data)
+    return out
+
+
+def assert_grading_error(results: dict, cause_part: str) -> None:
+    """``results`` are a grading error's: valid Gradescope results, 0 points, the cause kept for staff, and an
+    output telling the student it is not their fault and to tell staff."""
+    from autograder.results_schema import validate_results
+
+    validate_results(results)
+    assert results["score"] == 0 and results["tests"] == [], f"a grading error grades nothing: {results}"
+    assert cause_part in results["extra_data"]["grading_error"], \
+        f"expected {cause_part!r} in the recorded cause: {results['extra_data']!r}"
+    output = results["output"]
+    assert "not a fault of your work" in output and "course staff" in output, \
+        f"the student should be told it is not their fault and to tell staff: {output!r}"
+
+
+@pytest.fixture(scope="module")
+def unbuilt_where_mlps_fail(tmp_path_factory):
+    """``where_mlps_fail`` built without running its tests (seconds): its real zip and solution."""
+    from autograder.build import build_assignment
+
+    root = tmp_path_factory.mktemp("unbuilt")
+    return build_assignment("where_mlps_fail", run_tests=False, build_root=root / "build",
+                            student_root=root / "student_template")
+
+
+@pytest.mark.grading
+def test_hidden_tests_that_cannot_import_their_checks_are_a_grading_error_not_a_zero(unbuilt_where_mlps_fail,
+                                                                                      tmp_path, monkeypatch, capsys):
+    """Issue 25: a grading setup whose hidden tests could not import their checks scored the lesson's solution
+    0/31, and `grade` exited 0. The grading error is found before the notebook runs."""
+    build_root = tmp_path / "build"
+    _broken_copy(unbuilt_where_mlps_fail.autograder_zip, build_root / "where_mlps_fail" / "autograder.zip",
+                 "q1_1.py", "autograder.checks.where_mlps_fail import", "autograder.checks.where_mlps_fial import")
+    out = tmp_path / "graded"
+    code = _grade_command(monkeypatch, build_root, "where_mlps_fail", str(unbuilt_where_mlps_fail.solution),
+                          "--out", str(out))
+    table = capsys.readouterr().out
+    assert code == 3, f"a grading error should make grade exit 3, not {code}:\n{table}"
+    expected_cause = ("q1_1.py: cannot import autograder.checks.where_mlps_fial (ModuleNotFoundError: No module "
+                      "named 'autograder.checks.where_mlps_fial')")
+    row = read_csv(out / "scores.csv")[1]
+    assert row[0] == "solution" and row[-1].startswith("grading error: ") and expected_cause in row[-1], row
+    assert "solution" in table and "grading error: " in table and "not graded" not in table, table
+    assert_grading_error(results_of(out / "solution" / "results.json"), expected_cause)
+
+
+@pytest.mark.grading
+def test_a_reference_that_raises_is_a_grading_error(tmp_path, monkeypatch, capsys):
+    """An exception raised inside the reference solution is the grader's, whatever the student answered."""
+    build_root = tmp_path / "build"
+    _zip_with_tests(build_root / "where_mlps_fail" / "autograder.zip", {"q1.py": _hidden_test(
+        "from reference.where_mlps_fail import slide\nassert answer == 42, '`answer` should be 42'\nslide(None, 1)")})
+    submission = notebook(tmp_path / "hw.ipynb", "answer = 42")
+    code = _grade_command(monkeypatch, build_root, "where_mlps_fail", str(submission), "--out", str(tmp_path / "out"))
+    capsys.readouterr()
+    assert code == 3, f"grade should exit 3 for a grading error, not {code}"
+    assert_grading_error(results_of(tmp_path / "out" / "hw" / "results.json"),
+                         "q1: the reference solution raised TypeError: x must be a torch.Tensor, got NoneType")
+
+
+@pytest.mark.grading
+def test_what_the_students_code_raises_stays_the_students_and_no_hidden_source_is_quoted(tmp_path, monkeypatch,
+                                                                                         capsys):
+    """The student's own ImportError (raised in the student's process, through a call of its function) loses
+    the question's points: it is not a grading error. Issue 25: failed hidden results quoted the hidden test's
+    source line ('Error at line 16 in test q1_1: check_q1_1(...)')."""
+    build_root = tmp_path / "build"
+    _zip_with_tests(build_root / "where_mlps_fail" / "autograder.zip", {
+        "q1.py": _hidden_test("secret_expected = 42  # hidden detail\nassert answer == secret_expected, "
+                              "'`answer` is not the number of the question'"),
+        "q2.py": _hidden_test("value = f()\nassert value == 1, '`f()` should return 1'", name="q2", params="f"),
+    })
+    submission = notebook(tmp_path / "hw.ipynb", "answer = 41", "def f():\n    import no_such_module\n    return 1")
+    code = _grade_command(monkeypatch, build_root, "where_mlps_fail", str(submission), "--out", str(tmp_path / "out"))
+    capsys.readouterr()
+    results = results_of(tmp_path / "out" / "hw" / "results.json")
+    assert code == 0 and "extra_data" not in results, f"the student's errors are no grading error: {code}, {results}"
+    outputs = {t["name"]: t["output"] for t in results["tests"] if t.get("max_score")}
+    assert [t.get("score") for t in results["tests"] if t.get("max_score")] == [0, 0], results
+    actual_q1 = [line.strip() for line in outputs["q1"].splitlines()][-2:]
+    assert actual_q1 == ["❌ Test case failed", "`answer` is not the number of the question"], \
+        f"q1 should give the check's own message: {outputs['q1']!r}"
+    assert "Your code raised ModuleNotFoundError: No module named 'no_such_module'" in outputs["q2"], outputs["q2"]
+    for name, output in outputs.items():
+        for hidden in ("Error at line", "secret_expected", "value = f()", "assert "):
+            assert hidden not in output, f"{name}'s feedback quotes the hidden test ({hidden!r}): {output!r}"
+
+
+@pytest.mark.grading
+def test_another_assignments_notebook_is_refused_naming_both(tmp_path, monkeypatch, capsys):
+    """Issue 25: the inductive_bias notebook (its metadata says so) graded as where_mlps_fail: a silent 0/31."""
+    build_root = tmp_path / "build"
+    _zip_with_tests(build_root / "where_mlps_fail" / "autograder.zip", {"q1.py": TINY_TEST})
+    other = Path(__file__).resolve().parents[2] / "student_template" / "inductive_bias" / "inductive_bias.ipynb"
+    code = _grade_command(monkeypatch, build_root, "where_mlps_fail", str(other), "--out", str(tmp_path / "out"))
+    capsys.readouterr()
+    expected = ("inductive_bias.ipynb is the notebook of the assignment 'inductive_bias' (its metadata says so), "
+                "not of 'where_mlps_fail', the assignment it was submitted to: submit your where_mlps_fail notebook.")
+    assert code == 1, f"a refused submission makes grade exit 1, not {code}"
+    assert read_csv(tmp_path / "out" / "scores.csv")[1][-1] == expected
+    assert_failure_results(results_of(tmp_path / "out" / "inductive_bias" / "results.json"), expected)
+
+
+def test_an_autograder_zip_of_another_assignment_is_a_grading_error(tmp_path, monkeypatch, capsys):
+    build_root = tmp_path / "build"
+    _zip_with_tests(build_root / "where_mlps_fail" / "autograder.zip", {"q1.py": TINY_TEST}, "inductive_bias")
+    submission = notebook(tmp_path / "hw.ipynb", "answer = 42")
+    code = _grade_command(monkeypatch, build_root, "where_mlps_fail", str(submission), "--out", str(tmp_path / "out"))
+    capsys.readouterr()
+    assert code == 3, f"grade should exit 3 for a grading error, not {code}"
+    assert_grading_error(results_of(tmp_path / "out" / "hw" / "results.json"),
+                         "is the autograder of the assignment 'inductive_bias', not of 'where_mlps_fail'")
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None,
+                    reason="needs root, to run grade without the right to read every file (setpriv)")
+def test_an_unreadable_or_vanished_submission_gets_its_results_and_row(tmp_path):
+    """Issue 25: an unreadable submission path crashed grade with a PermissionError traceback from the command
+    line's pattern check, and no results file. ``grade`` runs here as root without its right to read any file
+    (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH), as a grader's own account would."""
+    build_root = tmp_path / "build"
+    _zip_with_tests(build_root / "where_mlps_fail" / "autograder.zip", {"q1.py": TINY_TEST})
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o700)
+    os.chown(locked, 65534, 65534)
+    unreadable, vanished = locked / "hw[1].ipynb", tmp_path / "gone" / "hw2.ipynb"
+    out = tmp_path / "out"
+    script = ("import sys\nfrom pathlib import Path\nfrom autograder import build\n"
+              f"build.BUILD = Path({str(build_root)!r})\nfrom autograder.cli import main\n"
+              f"sys.exit(main(['grade', 'where_mlps_fail', {str(unreadable)!r}, {str(vanished)!r}, '--out', "
+              f"{str(out)!r}]))\n")
+    proc = subprocess.run(["setpriv", "--inh-caps=-all", "--bounding-set=-dac_override,-dac_read_search",
+                           sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 1, f"exit {proc.returncode}: {proc.stderr[-2000:]}"
+    assert "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    rows = read_csv(out / "scores.csv")[1:]
+    expected = [["hw[1]", "0", "1", f"{unreadable} could not be read (Permission denied)."],
+                ["hw2", "0", "1", f"{vanished} does not exist."]]
+    assert rows == expected, f"one row per submission saying why: {rows}"
+    assert_failure_results(results_of(out / "hw[1]" / "results.json"), "could not be read (Permission denied)")
+    assert_failure_results(results_of(out / "hw2" / "results.json"), "does not exist")
+
+
+def test_private_folders_get_their_modes_back_when_the_last_grading_ends(tmp_path):
+    from autograder import private_dirs
+
+    folders = [tmp_path / "reference", tmp_path / "build", tmp_path / "already_private"]
+    for folder, mode in zip(folders, (0o755, 0o775, 0o700)):
+        folder.mkdir()
+        folder.chmod(mode)
+    books = tmp_path / "books"
+    books.mkdir(mode=0o700)
+
+    def modes() -> list[str]:
+        return [oct(stat.S_IMODE(f.stat().st_mode)) for f in folders]
+
+    first = private_dirs.locked(folders, books)
+    second = private_dirs.locked(folders, books)
+    first.__enter__()
+    assert modes() == ["0o750", "0o770", "0o700"], "no permission of other while a grading runs"
+    second.__enter__()
+    first.__exit__(None, None, None)
+    assert modes() == ["0o750", "0o770", "0o700"], "kept while another grading runs"
+    second.__exit__(None, None, None)
+    assert modes() == ["0o755", "0o775", "0o700"], "given back when the last grading ends"
+    assert not (books / private_dirs.MODES).exists(), "the recorded modes are removed with the last grading"
+
+
+@pytest.mark.grading
+@pytest.mark.skipif(os.geteuid() != 0, reason="only grading as root locks the installation's private folders")
+def test_grading_as_root_gives_the_repository_its_modes_back(tmp_path, monkeypatch, capsys):
+    """Issue 25: grading as root left build/, docs/, tests/, assignments/ and others at 0750 for good. They are
+    unreadable to the student while it runs (the notebook looks), and as they were after."""
+    from autograder.judge import PRIVATE_DIRS, REPO
+
+    build_root = tmp_path / "build"
+    _zip_with_tests(build_root / "where_mlps_fail" / "autograder.zip", {"q1.py": TINY_TEST})
+    paths = [REPO / d for d in PRIVATE_DIRS if (REPO / d).exists() and not (REPO / d).is_symlink()]
+    original = {p: stat.S_IMODE(p.lstat().st_mode) for p in paths}
+    try:
+        for path, mode in original.items():  # readable by others, as a checkout usually is
+            path.chmod(mode | 0o004 | (0o001 if path.is_dir() else 0))
+        before = {str(p): stat.S_IMODE(p.lstat().st_mode) for p in paths}
+        look = f"import os\nanswer = 42 if not os.access({str(REPO / 'reference')!r}, os.R_OK) else 0"
+        submission = notebook(tmp_path / "hw.ipynb", look)
+        code = _grade_command(monkeypatch, build_root, "where_mlps_fail", str(submission), "--out",
+                              str(tmp_path / "out"))
+        capsys.readouterr()
+        after = {str(p): stat.S_IMODE(p.lstat().st_mode) for p in paths}
+    finally:
+        for path, mode in original.items():
+            path.chmod(mode)
+    assert code == 0 and read_csv(tmp_path / "out" / "scores.csv")[1][1] == "1", \
+        "the student should not have been able to read reference/ while graded"
+    assert after == before, f"modes after the grading: { {p: oct(m) for p, m in after.items()} }"
+
+
+def test_the_build_checks_that_every_tests_imports_resolve(unbuilt_where_mlps_fail, tmp_path):
+    from autograder.build import BuildError, check_imports
+
+    check_imports(unbuilt_where_mlps_fail.autograder_zip)  # the real zip's imports all resolve
+    broken = _broken_copy(unbuilt_where_mlps_fail.autograder_zip, tmp_path / "broken.zip", "q2_3.py",
+                          "import check_q2_3", "import check_q2_3, check_nothing")
+    with pytest.raises(BuildError) as info:
+        check_imports(broken)
+    assert "q2_3.py: autograder.checks.where_mlps_fail has no check_nothing" in str(info.value), str(info.value)
+
+
+def test_where_a_failure_was_raised_tells_the_graders_fault_from_the_students():
+    from autograder.checks import expect_tensor
+    from autograder.grading_errors import fault_of
+    from autograder.judge import StudentError
+    from reference.where_mlps_fail import slide
+
+    def raised(call) -> BaseException:
+        try:
+            call()
+        except Exception as err:  # noqa: BLE001
+            return err
+        raise AssertionError("expected an exception")
+
+    actual = {
+        "reference": fault_of(raised(lambda: slide(None, 1))),
+        "import": fault_of(raised(lambda: __import__("autograder.checks.no_such_module"))),
+        "check": fault_of(raised(lambda: expect_tensor("x", "text", (2,)))),
+        "student": fault_of(StudentError("ModuleNotFoundError: No module named 'x'")),
+    }
+    expected = {
+        "reference": "the reference solution raised TypeError: x must be a torch.Tensor, got NoneType",
+        "import": "an import failed (ModuleNotFoundError: No module named 'autograder.checks.no_such_module')",
+        "check": None,
+        "student": None,
+    }
+    assert actual == expected, actual
+
+
+@pytest.mark.grading
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("unshare") is None,
+                    reason="needs root, to hide the installed data in a mount namespace of its own (unshare)")
+def test_data_the_grading_environment_lacks_is_a_grading_error(tmp_path):
+    """With no Fashion-MNIST to be had (the installed copy hidden, no network), the notebook's own cells could
+    not load it and every answer would be missing: a zero for the solution. The judge asks first."""
+    build_root = tmp_path / "build"
+    zip_path = _zip_with_tests(build_root / "where_mlps_fail" / "autograder.zip", {"q1.py": TINY_TEST})
+    with zipfile.ZipFile(zip_path, "a") as z:
+        z.writestr("files/fashion.py", "from autograder.data import fashion_mnist\ntest_set = fashion_mnist(False)\n")
+    submission = notebook(tmp_path / "hw.ipynb", "from fashion import test_set\nanswer = 42")
+    out, empty = tmp_path / "out", tmp_path / "empty"
+    empty.mkdir()
+    script = ("import sys\nfrom pathlib import Path\nfrom autograder import build\n"
+              f"build.BUILD = Path({str(build_root)!r})\nfrom autograder.cli import main\n"
+              f"sys.exit(main(['grade', 'where_mlps_fail', {str(submission)!r}, '--out', {str(out)!r}]))\n")
+    hide = "mount -t tmpfs none /usr/share/datasets 2>/dev/null || true; exec \"$@\""
+    env = {k: v for k, v in os.environ.items() if k not in ("FASHION_MNIST_DIR", "MNIST_NPZ")}
+    env.update(VISION_AUTOGRADER_CACHE=str(empty), HOME=str(empty))
+    proc = subprocess.run(["unshare", "--mount", "--net", "sh", "-c", hide, "sh", sys.executable, "-c", script],
+                          capture_output=True, text=True, timeout=600, env=env)
+    assert proc.returncode == 3, f"exit {proc.returncode}: {proc.stdout[-2000:]} {proc.stderr[-2000:]}"
+    assert_grading_error(results_of(out / "hw" / "results.json"),
+                         "the data this assignment reads is missing here: autograder.data.fashion_mnist_root() "
+                         "found no data (DataNotFoundError: Fashion-MNIST was not found.")
