@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from autograder import channel
+from autograder import channel, checks
 
 REPO = Path(__file__).resolve().parents[1]
 #: Folders of the installation the student process must not read when grading
@@ -1611,13 +1611,17 @@ def question_order(name: str) -> tuple:
 
 
 def names_read_by(test_files: list) -> list[str]:
-    """The student names Otter's test cases take as parameters (``env`` aside)."""
+    """The student names Otter's test cases take as parameters (``env`` aside), and those their checks carry
+    forward (:func:`autograder.checks.carried_names`)."""
     import inspect
+
+    from autograder.checks import carried_names
 
     names = []
     for test_file in test_files:
         for case in test_file.test_cases:
             names += [n for n in inspect.signature(case.body.test_func).parameters if n != "env"]
+            names += carried_names(case.body.test_func)
     return names
 
 
@@ -1913,7 +1917,8 @@ def _grade(autograder_zip: Path, submission: Path, limits: Limits, started: floa
                 _failed_results(test_file, "❌ Not graded: the grading deadline passed before this question.")
                 continue
             env.refresh()
-            test_file.run(env)
+            with checks.reading_snapshot(env):
+                test_file.run(env)
             gc.collect()  # what the question's calls returned, kept in reference cycles (RemoteCallable._call)
         grading = GradingResults(test_files)
         notes.extend(_cell_notes(session.records))
