@@ -54,7 +54,7 @@ from typing import Any, Callable, Iterator
 if __name__ == "__main__":  # the judge's own process: one thread for torch and NumPy's BLAS, set before they load
     os.environ.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
 
-from autograder import channel, private_dirs  # noqa: E402 - after the threads are set
+from autograder import channel, checks, private_dirs  # noqa: E402 - after the threads are set
 
 REPO = Path(__file__).resolve().parents[1]
 #: Folders of the installation the student process must not read when grading
@@ -1769,13 +1769,17 @@ def question_order(name: str) -> tuple:
 
 
 def names_read_by(test_files: list) -> list[str]:
-    """The student names Otter's test cases take as parameters (``env`` aside)."""
+    """The student names Otter's test cases take as parameters (``env`` aside), and those their checks carry
+    forward (:func:`autograder.checks.carried_names`)."""
     import inspect
+
+    from autograder.checks import carried_names
 
     names = []
     for test_file in test_files:
         for case in test_file.test_cases:
             names += [n for n in inspect.signature(case.body.test_func).parameters if n != "env"]
+            names += carried_names(case.body.test_func)
     return names
 
 
@@ -2096,7 +2100,8 @@ def _grade(autograder_zip: Path, submission: Path, limits: Limits, started: floa
                 _failed_results(test_file, "❌ Not graded: the grading deadline passed before this question.")
                 continue
             env.refresh()
-            test_file.run(env)
+            with checks.reading_snapshot(env):
+                test_file.run(env)
             gc.collect()  # what the question's calls returned, kept in reference cycles (RemoteCallable._call)
         faults = [f"{t.name}: {cause}" for t in test_files for cause in getattr(t, "grading_errors", [])]
         if faults:

@@ -447,6 +447,7 @@ def lab2(network: nn.Module, images: torch.Tensor, labels: torch.Tensor, classes
         maps = conv(sneaker)
         maps_moved = conv(moved)
     out["maps_shape"] = tuple(maps.shape)
+    out["maps"], out["maps_moved"] = maps, maps_moved  # q2_4 compares them, or the student's maps (carried)
     out["filter3_by_hand"] = window_sum(sneaker[0, 0], conv.weight[3, 0], conv.bias[3], 12, 9)
     out["filter3_layer"] = maps[0, 3, 12, 9].item()
     out["down_rows_both_hold"] = bool(torch.allclose(maps_moved[:, :, 2:], maps[:, :, :-2]))

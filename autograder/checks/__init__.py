@@ -13,10 +13,12 @@ Value comparisons follow ``torch.testing.assert_close``: ``|actual - expected|
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
 import math
 from numbers import Real
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 import torch
@@ -37,6 +39,9 @@ __all__ = [
     "expect_module_parameters",
     "quoted",
     "once",
+    "carries_forward",
+    "carried_names",
+    "reading_snapshot",
     "call_student",
     "plain",
 ]
@@ -147,6 +152,7 @@ def expect_plain_image(where: str, ax: Any, image: Any) -> str | None:
     alpha = image.get_alpha()
     if alpha is not None and not (np.ndim(alpha) == 0 and float(alpha) >= 0.999):
         raise CheckFailure(f"{where} is drawn transparent (alpha): draw it opaque, without alpha.")
+    _expect_increasing_limits(where, image)
     if not figures.norm_is_linear(image):
         raise CheckFailure(f"{where} is drawn with {type(image.norm).__name__}, not a linear colour scale from vmin "
                            "to vmax: pass vmin and vmax to imshow, without norm.")
@@ -190,6 +196,26 @@ def expect_plain_image(where: str, ax: Any, image: Any) -> str | None:
     for problem in not_shown:
         raise CheckFailure(f"{where} {problem}.")
     return name
+
+
+def _expect_increasing_limits(where: str, image: Any) -> None:
+    """Fail, saying why, unless ``image``'s colour limits are finite with vmin below vmax: equal limits draw every
+    value in one colour, and they are what imshow gives an image whose values are all the same."""
+    import numpy as np
+
+    low, high = (float(c) for c in image.get_clim())
+    if not (math.isfinite(low) and math.isfinite(high)):
+        raise CheckFailure(f"{where} is drawn with colour limits that are not finite numbers: pass finite vmin "
+                           "and vmax, or leave them out.")
+    if high > low:
+        return
+    data = np.asarray(np.ma.getdata(image.get_array()), dtype=np.float64)
+    if high == low and data.size and bool(np.isfinite(data).all()) and float(np.ptp(data)) == 0.0:
+        raise CheckFailure(f"{where} shows an image whose values are all the same, so its colour limits are equal "
+                           "(vmin = vmax) and every cell is drawn in one colour: is it the array the question asks "
+                           "for?")
+    raise CheckFailure(f"{where} is drawn with vmin {'equal to' if high == low else 'above'} vmax, which draws "
+                       "every value in one colour: pass a vmin below vmax.")
 
 
 def _problems(artist: Any, find: Callable[[Any], list[str]]) -> list[str]:
@@ -567,6 +593,70 @@ def once(kind: str, funcs: tuple, check: Callable[[], None]) -> "CheckFailure | 
             outcome = CheckFailure(str(failure))
         _OUTCOMES[key] = (funcs, outcome)
     return _OUTCOMES[key][1]
+
+
+#: The snapshot of the student's names the judge grades from (:class:`autograder.judge.StudentEnvironment`), while
+#: it runs one question's hidden test (:func:`reading_snapshot`); ``None`` outside the judge.
+_SNAPSHOT: contextvars.ContextVar[Any] = contextvars.ContextVar("student_snapshot", default=None)
+
+
+@contextlib.contextmanager
+def reading_snapshot(snapshot: Any) -> Iterator[None]:
+    """While the judge runs a question's hidden test: the checks that carry names forward read them from
+    ``snapshot`` (a mapping whose ``get(name)`` is ``None`` for a name missing or unreadable)."""
+    token = _SNAPSHOT.set(snapshot)
+    try:
+        yield
+    finally:
+        _SNAPSHOT.reset(token)
+
+
+def carries_forward(*names: str) -> Callable[[Callable], Callable]:
+    """Decorates a question's check that also reads the student's ``names``: earlier values its answers are
+    computed from (errors carried forward), which its hidden test does not pass. The check takes them as
+    keyword arguments, ``MISSING`` by default; a keyword not passed is read from the judge's snapshot.
+
+    The judge takes these names into the snapshot it reads before it calls any student function
+    (:func:`carried_names`, read by :func:`autograder.judge.names_read_by`), as it does the hidden tests'
+    parameters, so a student function called in an earlier question cannot rebind them. Outside the judge
+    (Otter's own run of the tests while building) they stay ``MISSING`` and the check grades against the
+    reference. The check decides itself whether a value is sensible enough to carry forward.
+    """
+
+    def decorate(check: Callable) -> Callable:
+        @functools.wraps(check)
+        def wrapped(*args: Any, **kwargs: Any) -> Any:
+            snapshot = _SNAPSHOT.get()
+            for name in names:
+                if name not in kwargs:
+                    value = snapshot.get(name) if snapshot is not None else None
+                    kwargs[name] = MISSING if value is None else value
+            return check(*args, **kwargs)
+
+        wrapped.carried_names = names
+        return wrapped
+
+    return decorate
+
+
+def carried_names(test_func: Callable) -> list[str]:
+    """The names the checks that ``test_func`` (a hidden test) imports from ``autograder.checks.*`` carry
+    forward (:func:`carries_forward`): the names its import statements mention, looked up in the modules it
+    imports. A module that cannot be imported adds none (the test itself then fails saying so)."""
+    import importlib
+
+    code = getattr(test_func, "__code__", None)
+    if code is None:
+        return []
+    names: list[str] = []
+    for module_name in [n for n in code.co_names if n.startswith("autograder.checks.")]:
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:
+            continue
+        for attribute in code.co_names:
+            names += [n for n in getattr(getattr(module, attribute, None), "carried_names", ()) if n not in names]
+    return names
 
 
 def quoted(name: str) -> str:

@@ -31,8 +31,10 @@ import torch
 import torch.nn.functional as F
 
 from autograder.checks import (
+    MISSING,
     CheckFailure,
     call_student,
+    carries_forward,
     changed_in_place,
     drawing_each_figure_once,
     expect_bool,
@@ -316,11 +318,21 @@ def check_q2_3(window_sum, filter3_by_hand, filter3_layer) -> None:
     expect_number("filter3_layer", filter3_layer, a["filter3_layer"], abs_tol=ROUNDED_TOL)
 
 
-def check_q2_4(down_rows_both_hold, down_whole_height, sneaker_edge_rows_lit) -> None:
-    """The sixteen maps moved down two rows: on the rows both hold, over the whole height, why."""
+@carries_forward("maps")
+def check_q2_4(down_rows_both_hold, down_whole_height, sneaker_edge_rows_lit, *, maps=MISSING) -> None:
+    """The sixteen maps moved down two rows: on the rows both hold, over the whole height, why.
+
+    Both comparisons are made against the student's own ``maps`` (q2_2's layer on the sneaker) when it is a
+    sensible map (:func:`_carried_map`), so maps computed wrongly (without the bias) cost the question that
+    reads their values (q2_3's ``filter3_layer``) and not this one too.
+    """
     a = _answers()
-    expect_bool("down_rows_both_hold", down_rows_both_hold, a["down_rows_both_hold"])
-    expect_bool("down_whole_height", down_whole_height, a["down_whole_height"])
+    maps = _carried_map(maps, a["maps"])
+    maps_moved = a["maps_moved"]
+    expect_bool("down_rows_both_hold", down_rows_both_hold,
+                bool(torch.allclose(maps_moved[:, :, 2:], maps[:, :, :-2])))
+    expect_bool("down_whole_height", down_whole_height,
+                bool(torch.allclose(maps_moved, torch.roll(maps, shifts=2, dims=2))))
     pair = tuple(expect_sequence("sneaker_edge_rows_lit", sneaker_edge_rows_lit, 2))
     for i, expected in enumerate(a["sneaker_edge_rows_lit"]):
         expect_bool(f"sneaker_edge_rows_lit[{i}]", pair[i], expected)
@@ -380,6 +392,29 @@ def _sensible_filter(value: Any, reference: torch.Tensor, x: torch.Tensor) -> to
     if not MIN_RESPONSE * expected <= largest <= MAX_RESPONSE * expected:
         return None
     return f
+
+
+def _carried_map(value: Any, reference: torch.Tensor) -> torch.Tensor:
+    """The student's map ``value`` (``edges``, ``flat_edges``, ``maps``) as float32 when a later answer may be
+    computed from it, else ``reference`` (the map the reference, or the student's carried filter, gives).
+
+    Sensible, as for the filters (:func:`_sensible_filter`): a real floating tensor (dense, on the CPU) of the
+    reference map's shape, every value finite, not constant (all zeros included), whose largest absolute value
+    is between :data:`MIN_RESPONSE` and :data:`MAX_RESPONSE` times the reference map's. So a map computed
+    wrongly (a flipped filter, a missing bias) is carried forward into the answers computed from it, while a
+    degenerate one cannot make them trivial; the answers are still computed by the judge from it.
+    """
+    if not (isinstance(value, torch.Tensor) and tuple(value.shape) == tuple(reference.shape)
+            and value.is_floating_point() and value.layout == torch.strided and value.device.type == "cpu"):
+        return reference
+    m = value.detach().float()
+    if not bool(torch.isfinite(m).all()):
+        return reference
+    spread, largest = float(m.max() - m.min()), float(m.abs().max())
+    expected = float(reference.abs().max())
+    if spread <= 1e-3 * largest or not MIN_RESPONSE * expected <= largest <= MAX_RESPONSE * expected:
+        return reference
+    return m
 
 
 def _edge_inputs(vertical, horizontal) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -509,42 +544,57 @@ def check_compare_shared_function(compare_shared: Callable) -> None:
     run_property(compares_the_shared_columns)
 
 
-def check_q3_3(edges_moved, compare_shared, edges_move_with, x, vertical, horizontal) -> None:
-    """The trousers moved 3 pixels right: the moved map, and whether the map moved with them."""
+@carries_forward("edges")
+def check_q3_3(edges_moved, compare_shared, edges_move_with, x, vertical, horizontal, *, edges=MISSING) -> None:
+    """The trousers moved 3 pixels right: the moved map, and whether the map moved with them (the moved map
+    against the student's own ``edges`` of q3_2 when sensible, :func:`_carried_map`)."""
     x, vertical, _ = _edge_inputs(vertical, horizontal)
     expected = F.conv2d(torch.roll(x, shifts=3, dims=3), vertical)
     expect_tensor("edges_moved", edges_moved, shape=expected.shape, dtype=torch.float32)
     expect_close("edges_moved", edges_moved, expected, rtol=1e-5, atol=1e-5)
     check_compare_shared_function(compare_shared)
-    maps = F.conv2d(x, vertical)
-    expect_bool("edges_move_with", edges_move_with,
-                bool(torch.allclose(expected[..., 3:], maps[..., :-3])))
+    # the student's edges_moved, which passed above, against the student's edges: the comparison the question
+    # asks for, made on the values the student's own comparison reads
+    maps = _carried_map(edges, F.conv2d(x, vertical))
+    moved = edges_moved.detach().float()
+    expect_bool("edges_move_with", edges_move_with, bool(torch.allclose(moved[..., 3:], maps[..., :-3])))
 
 
-def check_q3_4(padded_shape, padded_inside_equal, layer_matches) -> None:
-    """padding=1: the shape, its inside against the unpadded map; nn.Conv2d against F.conv2d."""
+@carries_forward("vertical", "edges")
+def check_q3_4(padded_shape, padded_inside_equal, layer_matches, *, vertical=MISSING, edges=MISSING) -> None:
+    """padding=1: the shape, its inside against the unpadded map; nn.Conv2d against F.conv2d. The student's
+    own ``vertical`` (q3_1) and ``edges`` (q3_2) are carried forward when sensible."""
     a = _answers()
+    x, vertical, _ = _edge_inputs(vertical, MISSING)
+    maps = _carried_map(edges, F.conv2d(x, vertical))
     check_shape("padded_shape", padded_shape, a["padded_shape"])
-    expect_bool("padded_inside_equal", padded_inside_equal, a["padded_inside_equal"])
-    expect_bool("layer_matches", layer_matches, a["layer_matches"])
+    padded = F.conv2d(x, vertical, padding=1)
+    expect_bool("padded_inside_equal", padded_inside_equal, bool(torch.allclose(padded[..., 1:-1, 1:-1], maps)))
+    # nn.Conv2d(1, 1, 3, bias=False) holding vertical computes F.conv2d(x, vertical)
+    expect_bool("layer_matches", layer_matches, bool(torch.allclose(F.conv2d(x, vertical), maps)))
 
 
-def check_q3_5(flat_edges, absolute_sums, x, vertical, horizontal) -> None:
-    """The horizontal filter's map and the absolute response of each map."""
+@carries_forward("edges")
+def check_q3_5(flat_edges, absolute_sums, x, vertical, horizontal, *, edges=MISSING) -> None:
+    """The horizontal filter's map and the absolute response of each map (``edges``'s, the student's own of
+    q3_2 when sensible)."""
     x, vertical, horizontal = _edge_inputs(vertical, horizontal)
     expected = F.conv2d(x, horizontal)
     expect_tensor("flat_edges", flat_edges, shape=expected.shape, dtype=torch.float32)
     expect_close("flat_edges", flat_edges, expected, rtol=1e-5, atol=1e-5)
     sums = tuple(expect_sequence("absolute_sums", absolute_sums, 2))
-    for i, m in enumerate((F.conv2d(x, vertical), expected)):
+    for i, m in enumerate((_carried_map(edges, F.conv2d(x, vertical)), expected)):
         # two decimals printed; a float32 sum over 676 entries differs by
         # far less than 0.01 between summation orders
         expect_number(f"absolute_sums[{i}]", sums[i], round(m.abs().sum().item(), 2), abs_tol=0.0051)
 
 
+@carries_forward("edges", "flat_edges")
 @drawing_each_figure_once
-def check_q3_6(fig, x, vertical, horizontal) -> None:
-    """edges.png: three Axes (trousers, vertical map, horizontal map), maps on one scale centred on zero."""
+def check_q3_6(fig, x, vertical, horizontal, *, edges=MISSING, flat_edges=MISSING) -> None:
+    """edges.png: three Axes (trousers, vertical map, horizontal map), maps on one scale centred on zero. The
+    maps are the student's own ``edges`` (q3_2) and ``flat_edges`` (q3_5) when sensible (:func:`_carried_map`):
+    the figure is graded on what it is drawn from."""
     from matplotlib.figure import Figure
 
     expect_type("fig", fig, Figure, what="a matplotlib Figure (fig, axes = plt.subplots(1, 3))")
@@ -561,7 +611,8 @@ def check_q3_6(fig, x, vertical, horizontal) -> None:
             raise CheckFailure(f"`fig.axes[{i}]` shows no image: draw it with imshow.")
         expect_plain_image(f"`fig.axes[{i}]`", ax, ax.images[0])
         images.append(ax.images[0])
-    wanted = [x[0, 0], F.conv2d(x, vertical)[0, 0], F.conv2d(x, horizontal)[0, 0]]
+    wanted = [x[0, 0], _carried_map(edges, F.conv2d(x, vertical))[0, 0],
+              _carried_map(flat_edges, F.conv2d(x, horizontal))[0, 0]]
     names = ["the trousers", "the vertical map", "the horizontal map"]
     for i, (image, expected, what) in enumerate(zip(images, wanted, names)):
         array = torch.as_tensor(image.get_array().data if hasattr(image.get_array(), "mask") else image.get_array(),

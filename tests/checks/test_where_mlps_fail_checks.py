@@ -373,6 +373,205 @@ def test_q3_the_students_image_is_never_carried_forward(answers, figure_factory,
     assert "`edges`" in message, f"edges of another image should fail q3_2, naming edges: {message!r}"
 
 
+# ---------------------------------------------------------------- errors carried forward through the maps
+
+
+def figure_of(x, edges, flat_edges):
+    """edges.png drawn as the lesson draws it, from the student's own maps (the limit from ``edges``)."""
+    fig, axes = plt.subplots(1, 3, figsize=(12, 4))
+    axes[0].imshow(x[0, 0].numpy(), cmap="gray")
+    limit = edges.abs().max().item()
+    for ax, m in ((axes[1], edges), (axes[2], flat_edges)):
+        ax.imshow(m[0, 0].numpy(), cmap="coolwarm", vmin=-limit, vmax=limit)
+    return fig
+
+
+def _own_map_answers(x, vertical, horizontal, edges, flat_edges) -> dict:
+    """The answers of q3_2 to q3_6 a student computes, as the solution does, from their own ``edges`` and
+    ``flat_edges`` (the filters right or their own)."""
+    edges_moved = F.conv2d(torch.roll(x, 3, 3), vertical)
+    padded = F.conv2d(x, vertical, padding=1)
+    return {"edges": edges, "edges_peak": ref.peak(edges), "edges_moved": edges_moved,
+            "edges_move_with": ref.compare_shared(edges_moved, edges, 3), "padded_shape": tuple(padded.shape),
+            "padded_inside_equal": bool(torch.allclose(padded[..., 1:-1, 1:-1], edges)),
+            "layer_matches": bool(torch.allclose(F.conv2d(x, vertical), edges)), "flat_edges": flat_edges,
+            "absolute_sums": (round(edges.abs().sum().item(), 2), round(flat_edges.abs().sum().item(), 2))}
+
+
+def _edges_chain_failures(answers, own: dict, fig, carried: dict) -> dict[str, str | None]:
+    """q3_2 to q3_6 on the reference ``x`` and filters and the student's ``own`` answers, with the names of
+    ``carried`` passed as the judge passes them from its snapshot: ``{question: failure message or None}``."""
+    x, v, h = answers["x"], answers["vertical"], answers["horizontal"]
+    pick = lambda *names: {n: carried[n] for n in names if n in carried}  # noqa: E731
+    return failures({
+        "q3_2": lambda: checks.check_q3_2(ref.peak, own["edges"], own["edges_peak"], x, v, h),
+        "q3_3": lambda: checks.check_q3_3(own["edges_moved"], ref.compare_shared, own["edges_move_with"], x, v, h,
+                                          **pick("edges")),
+        "q3_4": lambda: checks.check_q3_4(own["padded_shape"], own["padded_inside_equal"], own["layer_matches"],
+                                          **pick("vertical", "edges")),
+        "q3_5": lambda: checks.check_q3_5(own["flat_edges"], own["absolute_sums"], x, v, h, **pick("edges")),
+        "q3_6": lambda: checks.check_q3_6(fig, x, v, h, **pick("edges", "flat_edges")),
+    })
+
+
+def test_q3_flipped_edges_cost_q3_2_only(answers, property_calls):
+    """The issue's case: `edges = F.conv2d(x, vertical.flip(-1))`; the later answers computed from it (the moved
+    map compared with it, the padded map's inside, the layer, the figure) are right for the student's edges."""
+    x, v, h = answers["x"], answers["vertical"], answers["horizontal"]
+    edges = F.conv2d(x, v.flip(-1))
+    own = _own_map_answers(x, v, h, edges, F.conv2d(x, h))
+    fig = figure_of(x, edges, own["flat_edges"])
+    try:
+        carried = _edges_chain_failures(answers, own, fig, {"vertical": v, "edges": edges})
+        not_carried = _edges_chain_failures(answers, own, fig, {})
+    finally:
+        plt.close(fig)
+    lost = [q for q, message in carried.items() if message is not None]
+    assert lost == ["q3_2"], f"the flipped edges should cost q3_2 only: {carried}"
+    assert "`edges`" in carried["q3_2"], carried["q3_2"]
+    lost = [q for q, message in not_carried.items() if message is not None]
+    assert lost == ["q3_2", "q3_3", "q3_4", "q3_6"], f"against the reference's edges: {not_carried}"
+
+
+def test_q3_flipped_flat_edges_cost_q3_5_only(answers, property_calls):
+    """flat_edges by a true convolution (the horizontal filter turned over, a negated map): the figure drawn
+    from it is right for the student's flat_edges."""
+    x, v, h = answers["x"], answers["vertical"], answers["horizontal"]
+    flat_edges = F.conv2d(x, h.flip(2, 3))
+    own = _own_map_answers(x, v, h, F.conv2d(x, v), flat_edges)
+    fig = figure_of(x, own["edges"], flat_edges)
+    try:
+        carried = _edges_chain_failures(answers, own, fig, {"edges": own["edges"], "flat_edges": flat_edges})
+        not_carried = _edges_chain_failures(answers, own, fig, {"edges": own["edges"]})
+    finally:
+        plt.close(fig)
+    assert [q for q, m in carried.items() if m is not None] == ["q3_5"], carried
+    assert "`flat_edges`" in carried["q3_5"], carried["q3_5"]
+    assert [q for q, m in not_carried.items() if m is not None] == ["q3_5", "q3_6"], not_carried
+
+
+#: Maps a cheater may store as `edges` so that the answers computed from it are trivial: each is graded as
+#: the reference's map (the later answers built on it fail).
+DEGENERATE_MAPS = {
+    "zeros": lambda e: torch.zeros_like(e),
+    "constant": lambda e: torch.full_like(e, 0.5),
+    "epsilon": lambda e: 1e-9 * e,
+    "nan": lambda e: torch.where(e > 0, torch.tensor(float("nan")), e),
+    "overflowing": lambda e: 1e38 * e,
+    "integer": lambda e: e.long(),
+    "wrong_shape": lambda e: e[0],
+    "padded": lambda e: F.pad(e, (1, 1, 1, 1)),
+    "not_a_tensor": lambda e: e.tolist(),
+}
+
+
+@pytest.mark.parametrize("make", DEGENERATE_MAPS.values(), ids=DEGENERATE_MAPS.keys())
+def test_q3_a_degenerate_edges_is_not_carried_forward(make, answers):
+    reference = F.conv2d(answers["x"], answers["vertical"])
+    actual = checks._carried_map(make(answers["edges"]), reference)
+    assert actual is reference, "a degenerate map should be replaced by the reference's"
+
+
+@pytest.mark.parametrize("name", ["zeros", "constant", "epsilon"])
+def test_q3_answers_built_on_degenerate_edges_fail(name, answers, property_calls):
+    x, v, h = answers["x"], answers["vertical"], answers["horizontal"]
+    edges = DEGENERATE_MAPS[name](answers["edges"])
+    own = _own_map_answers(x, v, h, edges, F.conv2d(x, h))
+    own["edges_move_with"] = True if name == "constant" else own["edges_move_with"]  # True for zeros anyway
+    fig = figure_of(x, edges, own["flat_edges"])
+    try:
+        actual = _edges_chain_failures(answers, own, fig, {"vertical": v, "edges": edges})
+    finally:
+        plt.close(fig)
+    lost = {q for q, message in actual.items() if message is not None}
+    assert {"q3_2", "q3_4", "q3_6"} <= lost, f"{name}: answers built on degenerate edges should fail: {actual}"
+
+
+@pytest.mark.parametrize("maps_kind, passes", [("without_bias", True), ("reference", False)])
+def test_q2_4_compares_against_the_students_own_maps(maps_kind, passes, answers):
+    """`maps = F.conv2d(sneaker, conv.weight)` (no bias) costs q2_3 (`filter3_layer` reads it); q2_4's
+    comparisons, made against those maps, are right for them."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(42)
+        conv = nn.Conv2d(1, 16, kernel_size=5)
+    sneaker = ref._test_data()[0][9:10]
+    with torch.no_grad():
+        maps = F.conv2d(sneaker, conv.weight)
+        maps_moved = conv(torch.roll(sneaker, shifts=2, dims=2))
+    assert torch.allclose(maps_moved, answers["maps_moved"]), "the test's sneaker and conv are the lesson's"
+    own = (bool(torch.allclose(maps_moved[:, :, 2:], maps[:, :, :-2])),
+           bool(torch.allclose(maps_moved, torch.roll(maps, shifts=2, dims=2))))
+    carried = {"maps": maps} if maps_kind == "without_bias" else {}
+    call = lambda: checks.check_q2_4(*own, answers["sneaker_edge_rows_lit"], **carried)  # noqa: E731
+    actual = failures({"q2_4": call})["q2_4"]
+    assert (actual is None) == passes, f"{maps_kind}: {actual!r}"
+
+
+@pytest.mark.parametrize("crossed", [False, True], ids=["in_process", "crossed"])
+@pytest.mark.parametrize("how, expected", [
+    ("constant_map", "`fig.axes[1]` shows an image whose values are all the same, so its colour limits are equal"),
+    ("equal_limits", "`fig.axes[2]` is drawn with vmin equal to vmax"),
+])
+def test_q3_6_equal_colour_limits_are_named_as_such_not_as_a_norm(answers, crossed, how, expected):
+    """An all-zero edges drawn as the lesson draws it (limit 0): the message names the equal limits and the
+    constant image, not a Normalize the student never passed."""
+    x, edges, flat_edges = answers["x"], answers["edges"], answers["flat_edges"]
+    if how == "constant_map":
+        edges = torch.zeros_like(edges)
+    fig = figure_of(x, edges, flat_edges)
+    if how == "equal_limits":
+        fig.axes[2].images[0].set_clim(0.5, 0.5)
+    try:
+        judged = _crossed(fig) if crossed else fig
+        actual = failures({"q3_6": lambda: checks.check_q3_6(judged, x, answers["vertical"], answers["horizontal"],
+                                                             edges=edges, flat_edges=flat_edges)})["q3_6"]
+    finally:
+        plt.close(fig)
+    assert actual is not None and expected in actual, actual
+    assert "Normalize" not in actual, actual
+
+
+def test_a_check_reads_the_names_it_carries_forward_from_the_judges_snapshot(answers, property_calls):
+    """Outside the judge a carried name is MISSING (the reference stands in); in the judge it is read from the
+    snapshot, and a name the test passes wins."""
+    from autograder.checks import reading_snapshot
+
+    x, v, h = answers["x"], answers["vertical"], answers["horizontal"]
+    edges = F.conv2d(x, v.flip(-1))
+    moved = F.conv2d(torch.roll(x, 3, 3), v)
+    call = lambda **kw: failures({"q3_3": lambda: checks.check_q3_3(moved, ref.compare_shared, False, x, v, h,  # noqa: E731
+                                                                     **kw)})["q3_3"]
+    assert "`edges_move_with`" in call(), "outside the judge, edges is the reference's"
+    with reading_snapshot({"edges": edges}):
+        assert call() is None, "in the judge, the snapshot's edges is carried forward"
+        assert "`edges_move_with`" in call(edges=answers["edges"]), "a name passed wins over the snapshot"
+    with reading_snapshot({"edges": None}):
+        assert "`edges_move_with`" in call(), "a name missing from the snapshot is the reference's"
+
+
+def test_the_judge_reads_the_carried_names_before_any_student_function():
+    """names_read_by (the judge's one snapshot) holds the names the hidden tests' checks carry forward."""
+    from autograder.checks import carried_names
+    from autograder.judge import names_read_by
+
+    source = ("def test_q3_4_hidden(padded_shape, padded_inside_equal, layer_matches):\n"
+              "    from autograder.checks.where_mlps_fail import check_q3_4\n"
+              "    check_q3_4(padded_shape, padded_inside_equal, layer_matches)\n")
+    namespace: dict = {}
+    exec(compile(source, "q3_4.py", "exec"), namespace)
+    test = namespace["test_q3_4_hidden"]
+    assert carried_names(test) == ["vertical", "edges"]
+
+    class Case:
+        class body:
+            test_func = test
+
+    class File:
+        test_cases = [Case]
+
+    assert names_read_by([File]) == ["padded_shape", "padded_inside_equal", "layer_matches", "vertical", "edges"]
+
+
 # ---------------------------------------------------------------- property checks against wrong functions
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.fixtures.inductive_bias.catalogue import ALTERNATIVE, HOSTILE, WRONG
+from tests.fixtures.inductive_bias.catalogue import ALTERNATIVE, CARRIED_FORWARD, HOSTILE, WRONG
 from tests.grading import common
 
 pytestmark = pytest.mark.grading
@@ -29,7 +29,8 @@ def built(tmp_path_factory):
 @pytest.fixture(scope="module")
 def graded(built, tmp_path_factory):
     """Every submission of this module graded once: ``{label: GradeResult}``."""
-    return common.grade_catalogue(built, WRONG + ALTERNATIVE + [v for v, _ in HOSTILE], tmp_path_factory)
+    variants = WRONG + ALTERNATIVE + [v for v, _ in HOSTILE + CARRIED_FORWARD]
+    return common.grade_catalogue(built, variants, tmp_path_factory)
 
 
 def test_catalogue_is_large_enough():
@@ -53,6 +54,12 @@ def test_wrong_submission_loses_exactly_its_question(graded, variant):
 @pytest.mark.parametrize("variant", ALTERNATIVE, ids=lambda v: v.name)
 def test_alternative_correct_submission_scores_full_marks(graded, variant):
     common.assert_full_marks(graded[variant.name], EXPECTED_POINTS, variant.why)
+
+
+@pytest.mark.parametrize("variant, losing", CARRIED_FORWARD, ids=lambda v: getattr(v, "name", ""))
+def test_a_wrong_sigma_costs_q7_only(graded, variant, losing):
+    """q8's learning curves are graded on the student's own SIGMA (a value carried forward)."""
+    common.assert_loses_exactly(graded[variant.name], EXPECTED_POINTS, losing, variant.why)
 
 
 @pytest.mark.parametrize("variant, losing", HOSTILE, ids=lambda v: getattr(v, "name", ""))

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fixtures.telling_things_apart.catalogue import ALTERNATIVE, WRONG
+from tests.fixtures.telling_things_apart.catalogue import ALTERNATIVE, CARRIED_FORWARD, WRONG
 from tests.grading import common
 
 pytestmark = pytest.mark.grading
@@ -59,7 +59,7 @@ def built(tmp_path_factory):
 @pytest.fixture(scope="module")
 def graded(built, readable_mnist, tmp_path_factory):
     """Every submission of this module graded once: ``{label: GradeResult}``."""
-    return common.grade_catalogue(built, WRONG + ALTERNATIVE, tmp_path_factory)
+    return common.grade_catalogue(built, WRONG + ALTERNATIVE + [v for v, _ in CARRIED_FORWARD], tmp_path_factory)
 
 
 def test_catalogue_is_large_enough():
@@ -84,6 +84,12 @@ def test_wrong_submission_loses_exactly_its_question(graded, variant):
 @pytest.mark.parametrize("variant", ALTERNATIVE, ids=lambda v: v.name)
 def test_alternative_correct_submission_scores_full_marks(graded, variant):
     common.assert_full_marks(graded[variant.name], EXPECTED_POINTS, variant.why)
+
+
+@pytest.mark.parametrize("variant, losing", CARRIED_FORWARD, ids=lambda v: getattr(v, "name", ""))
+def test_a_network_trained_otherwise_costs_q4_only(graded, variant, losing):
+    """q5 to q8 are graded on the student's own network when it is sensible (errors carried forward)."""
+    common.assert_loses_exactly(graded[variant.name], EXPECTED_POINTS, losing, variant.why)
 
 
 def test_hidden_failures_name_the_variable_and_hide_expected_values(graded):

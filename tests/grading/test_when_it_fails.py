@@ -72,7 +72,8 @@ def test_alternative_correct_submission_scores_full_marks(graded, variant):
 
 @pytest.mark.parametrize("variant, losing", CARRIED_FORWARD, ids=lambda v: getattr(v, "name", ""))
 def test_a_broken_train_mlp_does_not_excuse_later_models(graded, variant, losing):
-    """With train_mlp broken, a later model that is not what train_mlp trains still loses its question."""
+    """With train_mlp broken, a later model that is not what train_mlp trains still loses its question; a wrong
+    shift_accs or val_acc costs its own question, the summaries computed from it being graded on it."""
     common.assert_loses_exactly(graded[variant.name], EXPECTED_POINTS, losing, variant.why)
 
 

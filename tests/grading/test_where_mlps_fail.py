@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.fixtures.where_mlps_fail.catalogue import ALTERNATIVE, EXAMPLES, WRONG
+from tests.fixtures.where_mlps_fail.catalogue import ALTERNATIVE, CARRIED_FORWARD, EXAMPLES, WRONG
 from tests.grading import common
 
 pytestmark = pytest.mark.grading
@@ -31,7 +31,8 @@ EXPECTED_POINTS = {
 def graded(built_where_mlps_fail, tmp_path_factory, repo):
     """Every submission of this module graded once: ``{label: GradeResult}``."""
     examples = {example: repo / "assignments" / NAME / "examples" / f"{example}.ipynb" for example in EXAMPLES}
-    return common.grade_catalogue(built_where_mlps_fail, WRONG + ALTERNATIVE, tmp_path_factory, extra=examples)
+    variants = WRONG + ALTERNATIVE + [v for v, _ in CARRIED_FORWARD]
+    return common.grade_catalogue(built_where_mlps_fail, variants, tmp_path_factory, extra=examples)
 
 
 def test_solution_scores_full_marks(graded):
@@ -51,6 +52,12 @@ def test_wrong_submission_loses_exactly_its_question(graded, variant):
 @pytest.mark.parametrize("variant", ALTERNATIVE, ids=lambda v: v.name)
 def test_alternative_correct_submission_scores_full_marks(graded, variant):
     common.assert_full_marks(graded[variant.name], EXPECTED_POINTS, variant.why)
+
+
+@pytest.mark.parametrize("variant, losing", CARRIED_FORWARD, ids=lambda v: getattr(v, "name", ""))
+def test_a_wrong_value_costs_its_own_question_only(graded, variant, losing):
+    """Later answers computed from a wrong edges, flat_edges or maps are graded on the student's own value."""
+    common.assert_loses_exactly(graded[variant.name], EXPECTED_POINTS, losing, variant.why)
 
 
 @pytest.mark.parametrize("example", sorted(EXAMPLES))

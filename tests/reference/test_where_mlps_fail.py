@@ -154,6 +154,8 @@ CONTRACT_TYPES = {
     "sneaker_landing": _is_tensor(torch.int64, (10,)),
     "conv_parameters": lambda v: type(v) is dict,
     "maps_shape": lambda v: type(v) is tuple,
+    "maps": _is_tensor(torch.float32, (1, 16, 24, 24)),
+    "maps_moved": _is_tensor(torch.float32, (1, 16, 24, 24)),
     "filter3_by_hand": _is_float,
     "filter3_layer": _is_float,
     "down_rows_both_hold": lambda v: type(v) is bool,
