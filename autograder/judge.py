@@ -51,6 +51,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from autograder import channel
+from autograder.rebound import KindWatch, NotebookMap, map_notebook
 
 REPO = Path(__file__).resolve().parents[1]
 #: Folders of the installation the student process must not read when grading
@@ -1246,6 +1247,15 @@ class Session:
         #: the torch settings (``[threads, default dtype]``) each cell left, distinct, in order; the last is the
         #: one the judge's calls run in unless a call asks for another (:meth:`RemoteCallable.in_torch_state`)
         self.torch_states: list[list] = []
+        #: the cells' names as a student finds them (:func:`autograder.rebound.map_notebook`), when known
+        self.notebook: NotebookMap | None = None
+        #: the graded names' kinds after each cell, when set before :meth:`run_all`
+        self.watch: KindWatch | None = None
+
+    def label(self, index: int) -> str:
+        """Cell ``index`` (of :attr:`cells`) named as the student finds it: "the 2nd code cell under q1_4's text"
+        when the notebook's map is known, else "code cell 5" (code cells counted from the top)."""
+        return self.notebook.label(index) if self.notebook is not None else f"code cell {index + 1}"
 
     def remaining(self) -> float:
         return self.deadline_at - time.monotonic()
@@ -1253,7 +1263,7 @@ class Session:
     def _exec(self, index: int) -> CellRecord:
         limit = min(self.limits.cell_seconds, max(1.0, self.remaining()))
         header, _ = self.process.request({"op": "exec", "source": self.cells[index], "seed": self.seed}, b"", limit,
-                                         what=f"running code cell {index + 1}", interrupt=True)
+                                         what=f"running {self.label(index)}", interrupt=True)
         error = header.get("error")
         self._note_torch_state(header.get("torch_state"))
         return CellRecord(index, first_line(error))
@@ -1284,6 +1294,25 @@ class Session:
                 if raised > MAX_CELL_ERRORS_NOTED:
                     record.error = ERROR_NOT_KEPT
             self.records.append(record)
+            self._watch_kinds(index)
+
+    def _watch_kinds(self, index: int) -> None:
+        """Tell :attr:`watch` the graded names' kinds after cell ``index``. The student process computes them
+        without running the student's code; if it cannot answer, watching stops (the process, if that stopped
+        it, is rebuilt with the cells so far) and no rebound is reported."""
+        if self.watch is None or not self.watch.names or self.remaining() <= 0 or not self.process.alive:
+            return
+        try:
+            header, _ = self.process.request({"op": "kinds", "names": self.watch.names}, b"",
+                                             self.call_timeout("reading the answers' kinds"),
+                                             what="reading the answers' kinds")
+        except StudentFailure:
+            self.watch = None
+            if not self.process.alive:
+                self.rebuild(upto=index + 1)
+            return
+        kinds = header.get("kinds")
+        self.watch.after_cell(index, kinds if isinstance(kinds, dict) else {})
 
     def _run_guarded(self, index: int) -> CellRecord:
         try:
@@ -1610,6 +1639,24 @@ def question_order(name: str) -> tuple:
     return tuple((0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"(\d+)", name))
 
 
+def names_by_question(test_files: list) -> dict[str, list[str]]:
+    """``{question: the student names its test cases take as parameters}`` (:func:`names_read_by` per file)."""
+    return {test_file.name: names_read_by([test_file]) for test_file in test_files}
+
+
+def _note_rebound(test_files: list, watch: KindWatch | None) -> list[str]:
+    """For each question that lost points, one sentence per graded name a later cell rebound
+    (:meth:`KindWatch.messages`), added to the message of its first failed test case; returns them all."""
+    notes = []
+    for test_file in test_files if watch is not None else ():
+        failed = [result for result in test_file.test_case_results if not result.passed]
+        messages = watch.messages(test_file.name) if failed else []
+        if failed and messages:  # the first failed case: a question's later cases often fail for the same name
+            failed[0].message = "\n".join([(failed[0].message or "").rstrip(), *messages]).strip()
+        notes += [f"{test_file.name}: {message}" for message in messages]
+    return notes
+
+
 def names_read_by(test_files: list) -> list[str]:
     """The student names Otter's test cases take as parameters (``env`` aside)."""
     import inspect
@@ -1858,6 +1905,8 @@ def _grade(autograder_zip: Path, submission: Path, limits: Limits, started: floa
     from otter.test_files import GradingResults
     from otter.test_files.exception_test import ExceptionTestFile
 
+    from autograder.public_summary import with_public_summary
+
     nb = load_submission(submission)
     user = None
     notes = []
@@ -1902,6 +1951,8 @@ def _grade(autograder_zip: Path, submission: Path, limits: Limits, started: floa
                     os.chown(os.path.join(folder, name), user.pw_uid, user.pw_gid)
         deadline_at = started + limits.deadline
         session = Session(workdir, cells_to_run(nb), limits, user, deadline_at, seed=config.get("seed"))
+        session.notebook = map_notebook(nb)
+        session.watch = KindWatch(names_by_question(test_files), session.notebook)
         try:
             session.run_all()
         except StudentFailure as failure:
@@ -1915,11 +1966,12 @@ def _grade(autograder_zip: Path, submission: Path, limits: Limits, started: floa
             env.refresh()
             test_file.run(env)
             gc.collect()  # what the question's calls returned, kept in reference cycles (RemoteCallable._call)
+        notes.extend(_note_rebound(test_files, session.watch))
         grading = GradingResults(test_files)
-        notes.extend(_cell_notes(session.records))
+        notes.extend(_cell_notes(session.records, session.label))
         notes.extend(_restart_notes(session.restarts))
         grading.set_output("\n".join(notes))
-        return grading.to_gradescope_dict(ag_config)
+        return with_public_summary(grading.to_gradescope_dict(ag_config), test_files)
     finally:
         if session is not None:
             session.process.stop(clean=False)
@@ -1952,33 +2004,39 @@ def _restart_notes(restarts: list[str]) -> list[str]:
 MAX_CELL_ERRORS_NOTED = 10
 
 
-def _cell_notes(records: list[CellRecord]) -> list[str]:
+def _cell_notes(records: list[CellRecord], label: Callable[[int], str] | None = None) -> list[str]:
     """One line per cell that was stopped and per cell that raised (the first :data:`MAX_CELL_ERRORS_NOTED` of
     each, the error's first line; the rest counted), and one for the cells the deadline left no time for: a
-    question that then finds its answer missing is explained; then, if any, :data:`CELLS_COUNTED`."""
+    question that then finds its answer missing is explained. Cells are named by ``label`` (a cell's index to its
+    name, :meth:`Session.label`); without it they are numbered, and :data:`CELLS_COUNTED` says how."""
+    def name(index: int) -> str:
+        text = label(index) if label is not None else f"code cell {index + 1}"
+        return text[:1].upper() + text[1:]
+
     notes, raised, stopped = [], 0, 0
-    not_run = [record.index + 1 for record in records if record.problem == NOT_RUN]
+    not_run = [record.index for record in records if record.problem == NOT_RUN]
     for record in records:
         if record.problem == NOT_RUN:
             continue
         if record.problem:
             stopped += 1
             if stopped <= MAX_CELL_ERRORS_NOTED:
-                notes.append(f"Code cell {record.index + 1} {record.problem}; grading went on without it.")
+                notes.append(f"{name(record.index)} {record.problem}; grading went on without it.")
         elif record.error:
             raised += 1
             if raised <= MAX_CELL_ERRORS_NOTED:
-                notes.append(f"Code cell {record.index + 1} raised {first_line(record.error)}; grading went on "
-                             "after it.")
+                notes.append(f"{name(record.index)} raised {first_line(record.error)}; grading went on after it.")
     if stopped > MAX_CELL_ERRORS_NOTED:
         notes.append(f"{stopped - MAX_CELL_ERRORS_NOTED} more code cell(s) were stopped.")
     if raised > MAX_CELL_ERRORS_NOTED:
         notes.append(f"{raised - MAX_CELL_ERRORS_NOTED} more code cell(s) raised errors.")
     if len(not_run) == 1:
-        notes.append(f"Code cell {not_run[0]} {NOT_RUN}.")
-    elif not_run:  # the cells after the deadline: the last ones
-        notes.append(f"Code cells {not_run[0]} to {not_run[-1]} were {NOT_RUN}.")
-    if notes:  # Jupyter numbers cells by when they ran ([5]), not where they are
+        notes.append(f"{name(not_run[0])} {NOT_RUN}.")
+    elif not_run and label is None:  # the cells after the deadline: the last ones
+        notes.append(f"Code cells {not_run[0] + 1} to {not_run[-1] + 1} were {NOT_RUN}.")
+    elif not_run:
+        notes.append(f"{name(not_run[0])} and the {len(not_run) - 1} code cell(s) after it were {NOT_RUN}.")
+    if notes and label is None:  # Jupyter numbers cells by when they ran ([5]), not where they are
         notes.append(CELLS_COUNTED)
     return notes
 
