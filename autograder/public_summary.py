@@ -20,7 +20,7 @@ from typing import Any
 HEADER = ("Public checks: they look at names, types and shapes only, never at values. The points come from "
           "hidden tests, which check the values after you submit; their results show when grades are published.")
 #: What a question whose public checks passed gets, after the list of what was checked.
-PASSED = "public checks passed; values not checked yet"
+PASSED = "public checks passed; the values are graded after you submit"
 #: At most this many characters of one question's failure message are shown.
 MAX_MESSAGE = 600
 

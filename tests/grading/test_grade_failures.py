@@ -663,9 +663,9 @@ def test_a_tiny_cell_limit_reaches_the_judge(tiny_zip, tmp_path):
     results = results_of(result.results_path)
     assert result.scores == {"q1": (1.0, 1.0)}, f"the cells before the slow one still count: {result.scores}, {results}"
     # interrupted when the process answers SIGINT in time; on a loaded machine it may be stopped instead
-    expected = ("Code cell 2 interrupted after 2 seconds; grading went on without it.",
-                "Code cell 2 stopped: it took longer than 2 seconds while running code cell 2, and was stopped; "
-                "grading went on without it.")
+    expected = ("The 2nd code cell of the notebook interrupted after 2 seconds; grading went on without it.",
+                "The 2nd code cell of the notebook stopped: it took longer than 2 seconds while running the 2nd code "
+                "cell of the notebook, and was stopped; grading went on without it.")
     assert any(e in results["output"] for e in expected), \
         f"the results should name the 2-second cell limit: {results['output']!r}"
 
