@@ -55,6 +55,7 @@ if __name__ == "__main__":  # the judge's own process: one thread for torch and 
     os.environ.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
 
 from autograder import channel, checks, private_dirs  # noqa: E402 - after the threads are set
+from autograder.rebound import KindWatch, NotebookMap, map_notebook  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 #: Folders of the installation the student process must not read when grading
@@ -1400,13 +1401,22 @@ class Session:
         #: the torch settings (``[threads, default dtype]``) each cell left, distinct, in order; the last is the
         #: one the judge's calls run in unless a call asks for another (:meth:`RemoteCallable.in_torch_state`)
         self.torch_states: list[list] = []
+        #: the cells' names as a student finds them (:func:`autograder.rebound.map_notebook`), when known
+        self.notebook: NotebookMap | None = None
+        #: the graded names' kinds after each cell, when set before :meth:`run_all`
+        self.watch: KindWatch | None = None
+
+    def label(self, index: int) -> str:
+        """Cell ``index`` (of :attr:`cells`) named as the student finds it: "the 2nd code cell under q1_4's text"
+        when the notebook's map is known, else "code cell 5" (code cells counted from the top)."""
+        return self.notebook.label(index) if self.notebook is not None else f"code cell {index + 1}"
 
     def remaining(self) -> float:
         return self.deadline_at - time.monotonic()
 
     def _exec(self, index: int) -> CellRecord:
         header, _ = self.process.request({"op": "exec", "source": self.cells[index], "seed": self.seed}, b"",
-                                         self.limits.cell_seconds, what=f"running code cell {index + 1}",
+                                         self.limits.cell_seconds, what=f"running {self.label(index)}",
                                          interrupt=True)
         error = header.get("error")
         self._note_torch_state(header.get("torch_state"))
@@ -1438,6 +1448,25 @@ class Session:
                 if raised > MAX_CELL_ERRORS_NOTED:
                     record.error = ERROR_NOT_KEPT
             self.records.append(record)
+            self._watch_kinds(index)
+
+    def _watch_kinds(self, index: int) -> None:
+        """Tell :attr:`watch` the graded names' kinds after cell ``index``. The student process computes them
+        without running the student's code; if it cannot answer, watching stops (the process, if that stopped
+        it, is rebuilt with the cells so far) and no rebound is reported."""
+        if self.watch is None or not self.watch.names or self.remaining() <= 0 or not self.process.alive:
+            return
+        try:
+            header, _ = self.process.request({"op": "kinds", "names": self.watch.names}, b"",
+                                             self.call_timeout("reading the answers' kinds"),
+                                             what="reading the answers' kinds")
+        except StudentFailure:
+            self.watch = None
+            if not self.process.alive:
+                self.rebuild(upto=index + 1)
+            return
+        kinds = header.get("kinds")
+        self.watch.after_cell(index, kinds if isinstance(kinds, dict) else {})
 
     def _run_guarded(self, index: int) -> CellRecord:
         try:
@@ -1768,6 +1797,24 @@ def question_order(name: str) -> tuple:
     return tuple((0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"(\d+)", name))
 
 
+def names_by_question(test_files: list) -> dict[str, list[str]]:
+    """``{question: the student names its test cases take as parameters}`` (:func:`names_read_by` per file)."""
+    return {test_file.name: names_read_by([test_file]) for test_file in test_files}
+
+
+def _note_rebound(test_files: list, watch: KindWatch | None) -> list[str]:
+    """For each question that lost points, one sentence per graded name a later cell rebound
+    (:meth:`KindWatch.messages`), added to the message of its first failed test case; returns them all."""
+    notes = []
+    for test_file in test_files if watch is not None else ():
+        failed = [result for result in test_file.test_case_results if not result.passed]
+        messages = watch.messages(test_file.name) if failed else []
+        if failed and messages:  # the first failed case: a question's later cases often fail for the same name
+            failed[0].message = "\n".join([(failed[0].message or "").rstrip(), *messages]).strip()
+        notes += [f"{test_file.name}: {message}" for message in messages]
+    return notes
+
+
 def names_read_by(test_files: list) -> list[str]:
     """The student names Otter's test cases take as parameters (``env`` aside), and those their checks carry
     forward (:func:`autograder.checks.carried_names`)."""
@@ -2037,6 +2084,7 @@ def _grade(autograder_zip: Path, submission: Path, limits: Limits, started: floa
 
     config = _autograder_config(autograder_zip)
     nb = load_submission(submission, config.get("assignment_name"))
+    from autograder.public_summary import with_public_summary
     user = None
     notes = []
     private_lock = contextlib.ExitStack()
@@ -2089,6 +2137,8 @@ def _grade(autograder_zip: Path, submission: Path, limits: Limits, started: floa
                     os.chown(os.path.join(folder, name), user.pw_uid, user.pw_gid)
         deadline_at = started + limits.deadline
         session = Session(workdir, cells_to_run(nb), limits, user, deadline_at, seed=config.get("seed"))
+        session.notebook = map_notebook(nb)
+        session.watch = KindWatch(names_by_question(test_files), session.notebook)
         try:
             session.run_all()
         except StudentFailure as failure:
@@ -2106,12 +2156,13 @@ def _grade(autograder_zip: Path, submission: Path, limits: Limits, started: floa
         faults = [f"{t.name}: {cause}" for t in test_files for cause in getattr(t, "grading_errors", [])]
         if faults:
             raise GradingError("; ".join(faults))
-        _note_stopped_cells(test_files, session.records, session.cells)
+        _note_stopped_cells(test_files, session.records, session.cells, session.label)
+        notes.extend(_note_rebound(test_files, session.watch))
         grading = GradingResults(test_files)
-        notes.extend(_cell_notes(session.records))
+        notes.extend(_cell_notes(session.records, session.label))
         notes.extend(_restart_notes(session.restarts))
         grading.set_output("\n".join(notes))
-        return grading.to_gradescope_dict(ag_config)
+        return with_public_summary(grading.to_gradescope_dict(ag_config), test_files)
     finally:
         if session is not None:
             session.process.stop(clean=False)
@@ -2160,33 +2211,39 @@ def _restart_notes(restarts: list[str]) -> list[str]:
 MAX_CELL_ERRORS_NOTED = 10
 
 
-def _cell_notes(records: list[CellRecord]) -> list[str]:
+def _cell_notes(records: list[CellRecord], label: Callable[[int], str] | None = None) -> list[str]:
     """One line per cell that was stopped and per cell that raised (the first :data:`MAX_CELL_ERRORS_NOTED` of
     each, the error's first line; the rest counted), and one for the cells the deadline left no time for: a
-    question that then finds its answer missing is explained; then, if any, :data:`CELLS_COUNTED`."""
+    question that then finds its answer missing is explained. Cells are named by ``label`` (a cell's index to its
+    name, :meth:`Session.label`); without it they are numbered, and :data:`CELLS_COUNTED` says how."""
+    def name(index: int) -> str:
+        text = label(index) if label is not None else f"code cell {index + 1}"
+        return text[:1].upper() + text[1:]
+
     notes, raised, stopped = [], 0, 0
-    not_run = [record.index + 1 for record in records if record.problem == NOT_RUN]
+    not_run = [record.index for record in records if record.problem == NOT_RUN]
     for record in records:
         if record.problem == NOT_RUN:
             continue
         if record.problem:
             stopped += 1
             if stopped <= MAX_CELL_ERRORS_NOTED:
-                notes.append(f"Code cell {record.index + 1} {record.problem}; grading went on without it.")
+                notes.append(f"{name(record.index)} {record.problem}; grading went on without it.")
         elif record.error:
             raised += 1
             if raised <= MAX_CELL_ERRORS_NOTED:
-                notes.append(f"Code cell {record.index + 1} raised {first_line(record.error)}; grading went on "
-                             "after it.")
+                notes.append(f"{name(record.index)} raised {first_line(record.error)}; grading went on after it.")
     if stopped > MAX_CELL_ERRORS_NOTED:
         notes.append(f"{stopped - MAX_CELL_ERRORS_NOTED} more code cell(s) were stopped.")
     if raised > MAX_CELL_ERRORS_NOTED:
         notes.append(f"{raised - MAX_CELL_ERRORS_NOTED} more code cell(s) raised errors.")
     if len(not_run) == 1:
-        notes.append(f"Code cell {not_run[0]} {NOT_RUN}.")
-    elif not_run:  # the cells after the deadline: the last ones
-        notes.append(f"Code cells {not_run[0]} to {not_run[-1]} were {NOT_RUN}.")
-    if notes:  # Jupyter numbers cells by when they ran ([5]), not where they are
+        notes.append(f"{name(not_run[0])} {NOT_RUN}.")
+    elif not_run and label is None:  # the cells after the deadline: the last ones
+        notes.append(f"Code cells {not_run[0] + 1} to {not_run[-1] + 1} were {NOT_RUN}.")
+    elif not_run:
+        notes.append(f"{name(not_run[0])} and the {len(not_run) - 1} code cell(s) after it were {NOT_RUN}.")
+    if notes and label is None:  # Jupyter numbers cells by when they ran ([5]), not where they are
         notes.append(CELLS_COUNTED)
     return notes
 
@@ -2196,10 +2253,12 @@ def _cell_notes(records: list[CellRecord]) -> list[str]:
 MAX_STOPPED_NOTED, MAX_STOPPED_READ, MAX_SOURCE_LOOKED_AT = 3, 50, 100_000
 
 
-def _note_stopped_cells(test_files: list, records: list[CellRecord], cells: list[str]) -> None:
+def _note_stopped_cells(test_files: list, records: list[CellRecord], cells: list[str],
+                        label: Callable[[int], str] | None = None) -> None:
     """Under each question that lost points, why the cells that set names it reads were stopped (a limit,
     memory, a crash): a width sweep cut by its cell's CPU limit showed as "the key 1000 is missing", not why.
-    Only failed test cases' messages change."""
+    Cells are named by ``label`` (:meth:`Session.label`), else numbered. Only failed test cases' messages
+    change."""
     # the cells the deadline left no time for are left out: every question after them says the deadline passed
     stopped = [record for record in records if record.problem and record.problem != NOT_RUN][:MAX_STOPPED_READ]
     stopped = [(record, _names_set_by(cells[record.index])) for record in stopped]
@@ -2210,7 +2269,8 @@ def _note_stopped_cells(test_files: list, records: list[CellRecord], cells: list
             shared = sorted(names & read)
             if shared and len(lines) < MAX_STOPPED_NOTED:
                 named = ", ".join(f"`{name}`" for name in shared[:5])
-                lines.append(f"{named} may be missing or incomplete: code cell {record.index + 1}, which sets "
+                cell = label(record.index) if label is not None else f"code cell {record.index + 1}"
+                lines.append(f"{named} may be missing or incomplete: {cell}, which sets "
                              f"{'it' if len(shared) == 1 else 'them'}, was {record.problem}.")
         if lines:
             for result in getattr(test_file, "test_case_results", []):

@@ -2,10 +2,15 @@
 
 Lesson 4.5.3 trains nothing: it loads ``fashion_mlp.pt`` and
 ``fashion_linear.pt``, which Lesson 4.5.2 fitted for five epochs on the
-50,000 training images. :func:`train_where_mlps_fail` reproduces that run
-with fixed seeds and one thread, so the same machine type writes the same
-weight files every time. The lesson's own run, at eight threads, scored
-0.8677 (network) and 0.8372 (linear model) on the test set.
+50,000 training images at eight threads; it says that one thread gives a
+network scoring 0.8667 instead of 0.8677. :func:`train_where_mlps_fail` is
+the recipe that gives both: Adam at 1e-3, batches of 64 from a shuffling
+``DataLoader`` whose generator is seeded 42, each model seeded 42 when
+built. At one thread it scores 0.8667 / 0.8372; at the lesson's eight it
+scores 0.8677 / 0.8372 and prints every weight-dependent number of the
+lesson (0.4554 two pixels right, 0.6438 down, 0.5456 slid, 0.1071
+reordered; measured with torch 2.14.1 on this project's x86 machine). The
+committed weight files are its eight-thread run.
 """
 
 from __future__ import annotations
@@ -15,10 +20,10 @@ from pathlib import Path
 
 import torch
 from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
 
-#: Adam at the learning rate and batch size that land within 0.01 of the
-#: lesson's test accuracies (measured: 0.8706 / 0.8401 at two threads).
-EPOCHS, BATCH_SIZE, LEARNING_RATE, SHUFFLE_SEED, THREADS = 5, 64, 1e-3, 0, 1
+#: Lesson 4.5.2's run: these settings at eight threads print the lesson's numbers (one thread: its 0.8667).
+EPOCHS, BATCH_SIZE, LEARNING_RATE, SHUFFLE_SEED, THREADS = 5, 64, 1e-3, 42, 8
 
 
 def train_classifier(model: nn.Module, images: torch.Tensor, labels: torch.Tensor, *,
@@ -26,19 +31,19 @@ def train_classifier(model: nn.Module, images: torch.Tensor, labels: torch.Tenso
                      seed: int = SHUFFLE_SEED) -> nn.Module:
     """Fit ``model`` with Adam and cross-entropy on ``images`` ``(N, 1, 28, 28)``.
 
-    The batches are drawn in an order from ``torch.Generator().manual_seed(seed)``,
-    a fresh permutation per epoch. Returns the model, in eval mode.
+    The batches come from a ``DataLoader`` with ``shuffle=True`` and
+    ``generator=torch.Generator().manual_seed(seed)``, a fresh order per
+    epoch. Returns the model, in eval mode.
     """
     loss_fn = nn.CrossEntropyLoss()
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
-    order = torch.Generator().manual_seed(seed)
+    loader = DataLoader(TensorDataset(images, labels), batch_size=batch_size, shuffle=True,
+                        generator=torch.Generator().manual_seed(seed))
     model.train()
     for _ in range(epochs):
-        perm = torch.randperm(len(images), generator=order)
-        for start in range(0, len(perm), batch_size):
-            batch = perm[start:start + batch_size]
+        for batch_images, batch_labels in loader:
             optimizer.zero_grad()
-            loss_fn(model(images[batch]), labels[batch]).backward()
+            loss_fn(model(batch_images), batch_labels).backward()
             optimizer.step()
     return model.eval()
 

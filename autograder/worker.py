@@ -10,6 +10,7 @@ notebook's support files. It talks to the judge only through the socket
   before every cell; reply whether it raised, and the first few kilobytes of
   what it printed;
 * ``get``: the encoded values of some global names (missing names say so);
+* ``kinds``: the kind of value (:func:`autograder.kinds.kind_of`) each of some global names holds;
 * ``call``: call a callable the judge holds a handle to, with arguments the
   judge sent as data, and reply with the encoded result or the exception.
 
@@ -69,8 +70,13 @@ def _seed(seed) -> None:
     random.seed(seed)
 
 
+#: The most names one ``kinds`` request is answered for.
+MAX_KIND_NAMES = 1024
+
+
 def main(fd: int) -> None:
     from autograder import channel
+    from autograder.kinds import kinds_of
 
     sock = socket.socket(fileno=fd)
     shell = _shell()
@@ -107,6 +113,10 @@ def main(fd: int) -> None:
                 else:
                     encoded[name] = {channel.KIND: "missing"}
             channel.send(sock, {"op": "values"}, channel.dump(encoded))
+        elif op == "kinds":
+            names = request.get("names")
+            kinds = kinds_of(shell.user_ns, names[:MAX_KIND_NAMES] if isinstance(names, list) else [])
+            channel.send(sock, {"op": "kinds", "kinds": kinds})
         elif op == "call":
             func = handles.get(int(request["handle"]))
             try:

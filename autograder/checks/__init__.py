@@ -365,7 +365,8 @@ def describe_type(value: Any) -> str:
 def expect_defined(name: str, value: Any) -> Any:
     """Fail when ``value`` is missing (``None`` or :data:`MISSING`); else return it."""
     if value is None or value is MISSING:
-        raise CheckFailure(f"`{name}` is not defined: run the cell that defines it, and keep the name `{name}`.")
+        raise CheckFailure(f"`{name}` is not defined once the whole notebook has run: run the cell that defines it, "
+                           f"keep the name `{name}`, and do not delete or reuse it in a later cell.")
     if value is Ellipsis:
         raise CheckFailure(f"`{name}` is still `...`: replace the placeholder with your answer.")
     return value

@@ -664,8 +664,9 @@ def test_a_tiny_cell_limit_reaches_the_judge(tiny_zip, tmp_path):
     assert result.scores == {"q1": (1.0, 1.0)}, f"the cells before the slow one still count: {result.scores}, {results}"
     # sleeping, the cell uses no CPU seconds: the wall-clock backstop (4 x 2 s) interrupts it, or, on a loaded
     # machine, stops it
-    expected = ("Code cell 2 interrupted: it was blocked or sleeping (8 seconds passed, and it used ",
-                "Code cell 2 stopped: it was blocked or sleeping (8 seconds passed, and it used ")
+    expected = ("The 2nd code cell of the notebook interrupted: it was blocked or sleeping (8 seconds passed, and "
+                "it used ",
+                "The 2nd code cell of the notebook stopped: it was blocked or sleeping (8 seconds passed, and it used ")
     assert any(e in results["output"] for e in expected) and "of its 2 CPU seconds)" in results["output"], \
         f"the results should name the 2-second cell limit and its backstop: {results['output']!r}"
 

@@ -6,7 +6,8 @@ Three kinds of assertion:
   (seeded permutations and convolutions, edge peaks, counts, shapes). The
   lesson's literal is ``expected`` and the reference must reproduce it.
 - *weight-dependent*: the number comes from the committed weight files,
-  which score 0.8706 / 0.8401 where the lesson's run scored 0.8677 / 0.8372.
+  Lesson 4.5.2's recipe at its eight threads (``autograder.training``), which
+  score the lesson's 0.8677 / 0.8372 and print its numbers on this machine.
   Each is held to a band around the lesson's literal, or to the lesson's
   qualitative claim, and a comment says why the band is what it is. The
   spreads quoted come from retraining both models with
@@ -811,11 +812,30 @@ def test_retraining_reproduces_the_committed_weights(tmp_path):
             for key in expected[name]:
                 assert torch.equal(actual[name][key], expected[name][key]), \
                     f"{name}: retrained {key} differs from the committed one (on the same CPU kernels)"
-        assert (report["fashion_mlp.pt"], report["fashion_linear.pt"]) == (0.8706, 0.8401), f"report {report}"
+        assert (report["fashion_mlp.pt"], report["fashion_linear.pt"]) == (0.8677, 0.8372), f"report {report}"
     else:
         for key in expected[linear]:
             torch.testing.assert_close(actual[linear][key], expected[linear][key], rtol=0, atol=LINEAR_REPRODUCED_TOL,
                                        msg=lambda m, key=key: f"{linear}: retrained {key} is not the committed one: {m}")
-        for name, committed in (("fashion_mlp.pt", 0.8706), ("fashion_linear.pt", 0.8401)):
+        for name, committed in (("fashion_mlp.pt", 0.8677), ("fashion_linear.pt", 0.8372)):
             assert abs(report[name] - committed) <= ACCURACY_REPRODUCED_TOL, \
                 f"{name} retrained scores {report[name]} on the test set, the committed weights {committed}"
+
+
+def test_the_committed_weights_print_the_lessons_numbers(models, data, answers):
+    """Lesson 4.5.2's recipe at eight threads (``autograder.training``): the lesson's own weight files, so the
+    notebook's texts can quote the lesson's numbers (issue 25: the earlier files printed 0.4162 at two pixels
+    where the lesson prints 0.4554). Exact on the CPU kernels the files were trained with (this project's x86
+    machine); a band would hide a retraining that drifted."""
+    network, linear = models
+    images, labels, _ = data
+    right = [round(ref.accuracy(network, torch.roll(images, shifts=p, dims=3), labels), 4) for p in (0, 1, 2, 3, 5, 8)]
+    assert right == [0.8677, 0.7896, 0.4554, 0.2242, 0.1293, 0.1086], f"the network moved right: {right}"
+    down = round(ref.accuracy(network, torch.roll(images, shifts=2, dims=2), labels), 4)
+    assert down == 0.6438, f"the network two pixels down: {down}"
+    slid = torch.zeros_like(images)
+    slid[..., 2:] = images[..., :-2]
+    assert round(ref.accuracy(network, slid, labels), 4) == 0.5456, "the network on images slid two pixels"
+    assert round(ref.accuracy(linear, images, labels), 4) == 0.8372, "the linear model in place"
+    assert answers["slide_accuracy"] == 0.5202 and answers["saved_accuracy_on_mixed"] == 0.1003, answers
+    assert answers["trouser_weight_peak"] == ((0, 20), 0.6411), answers["trouser_weight_peak"]
