@@ -16,36 +16,41 @@ from pathlib import Path
 
 import pytest
 
+from autograder.answers_cache import ENV_DIR
 from autograder.build import BuiltAssignment, build_assignment
 from autograder.grade import GradeResult, grade_many
 from tests.fixtures.submissions import Variant, apply
 
 
-def build_once(name: str, tmp_path_factory) -> BuiltAssignment:
+def build_once(name: str, tmp_path_factory, answers_folder: Path) -> BuiltAssignment:
     """``name`` built (otter assign, its own tests run) into a scratch folder, outside the committed tree.
 
     The build executes the solution notebook in Otter's own process at one
     thread (unless the caller set another): the thread count the references
     are computed at and the batch grades at, and no oversubscription of a
-    loaded 2-core machine.
+    loaded 2-core machine. Its hidden tests read the reference values from
+    the session's ``answers_folder``.
     """
     root = tmp_path_factory.mktemp(name)
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("OMP_NUM_THREADS", os.environ.get("OMP_NUM_THREADS", "1"))
         mp.setenv("MKL_NUM_THREADS", os.environ.get("MKL_NUM_THREADS", "1"))
+        mp.setenv(ENV_DIR, str(answers_folder))
         return build_assignment(name, run_tests=True, build_root=root / "build", student_root=root / "student_template")
 
 
-def grade_catalogue(built: BuiltAssignment, variants: list[Variant], tmp_path_factory,
+def grade_catalogue(built: BuiltAssignment, variants: list[Variant], tmp_path_factory, answers_folder: Path,
                     extra: dict[str, Path] | None = None) -> dict[str, GradeResult]:
     """The solution (``"solution"``), the blank student notebook (``"blank"``), every variant (by its name)
-    and ``extra`` submissions, graded in one batch: ``{label: GradeResult}``."""
+    and ``extra`` submissions, graded in one batch: ``{label: GradeResult}``. The judges share the session's
+    ``answers_folder`` (reference values computed once per session, not once per batch)."""
     work = tmp_path_factory.mktemp(f"{built.name}_submissions")
     subs = {"solution": built.solution, "blank": built.student_dir / f"{built.name}.ipynb"}
     for variant in variants:
         subs[variant.name] = apply(built.solution, variant, work / f"{variant.name}.ipynb")
     subs.update(extra or {})
-    results = grade_many(built.autograder_zip, list(subs.values()), work / "graded", jobs=2, progress=False)
+    results = grade_many(built.autograder_zip, list(subs.values()), work / "graded", jobs=2, progress=False,
+                         answers_dir=answers_folder)
     return dict(zip(subs, results))
 
 

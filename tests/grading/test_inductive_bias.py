@@ -22,14 +22,15 @@ EXPECTED_POINTS = {"q1": 2, "q2": 3, "q3": 2, "q4": 2, "q5": 4, "q6": 1, "q7": 2
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory):
-    return common.build_once(NAME, tmp_path_factory)
+def built(tmp_path_factory, answers_folder):
+    return common.build_once(NAME, tmp_path_factory, answers_folder)
 
 
 @pytest.fixture(scope="module")
-def graded(built, tmp_path_factory):
+def graded(built, tmp_path_factory, answers_folder):
     """Every submission of this module graded once: ``{label: GradeResult}``."""
-    return common.grade_catalogue(built, WRONG + ALTERNATIVE + [v for v, _ in HOSTILE], tmp_path_factory)
+    return common.grade_catalogue(built, WRONG + ALTERNATIVE + [v for v, _ in HOSTILE], tmp_path_factory,
+                                  answers_folder)
 
 
 def test_catalogue_is_large_enough():

@@ -52,14 +52,14 @@ def readable_mnist():
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory):
-    return common.build_once(NAME, tmp_path_factory)
+def built(tmp_path_factory, answers_folder):
+    return common.build_once(NAME, tmp_path_factory, answers_folder)
 
 
 @pytest.fixture(scope="module")
-def graded(built, readable_mnist, tmp_path_factory):
+def graded(built, readable_mnist, tmp_path_factory, answers_folder):
     """Every submission of this module graded once: ``{label: GradeResult}``."""
-    return common.grade_catalogue(built, WRONG + ALTERNATIVE, tmp_path_factory)
+    return common.grade_catalogue(built, WRONG + ALTERNATIVE, tmp_path_factory, answers_folder)
 
 
 def test_catalogue_is_large_enough():

@@ -30,15 +30,15 @@ EXPECTED_POINTS = {"q1": 2, "q2": 3, "q3": 3, "q4": 2, "q5": 2, "q6": 2, "q7": 3
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory):
-    return common.build_once(NAME, tmp_path_factory)
+def built(tmp_path_factory, answers_folder):
+    return common.build_once(NAME, tmp_path_factory, answers_folder)
 
 
 @pytest.fixture(scope="module")
-def graded(built, tmp_path_factory):
+def graded(built, tmp_path_factory, answers_folder):
     """Every submission of this module graded once: ``{label: GradeResult}``."""
     variants = WRONG + ALTERNATIVE + [v for v, _ in CARRIED_FORWARD + SPECIAL_CASED]
-    return common.grade_catalogue(built, variants, tmp_path_factory)
+    return common.grade_catalogue(built, variants, tmp_path_factory, answers_folder)
 
 
 def test_solution_scores_full_marks(graded):

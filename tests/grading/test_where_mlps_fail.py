@@ -28,10 +28,11 @@ EXPECTED_POINTS = {
 
 
 @pytest.fixture(scope="module")
-def graded(built_where_mlps_fail, tmp_path_factory, repo):
+def graded(built_where_mlps_fail, tmp_path_factory, answers_folder, repo):
     """Every submission of this module graded once: ``{label: GradeResult}``."""
     examples = {example: repo / "assignments" / NAME / "examples" / f"{example}.ipynb" for example in EXAMPLES}
-    return common.grade_catalogue(built_where_mlps_fail, WRONG + ALTERNATIVE, tmp_path_factory, extra=examples)
+    return common.grade_catalogue(built_where_mlps_fail, WRONG + ALTERNATIVE, tmp_path_factory, answers_folder,
+                                  extra=examples)
 
 
 def test_solution_scores_full_marks(graded):
