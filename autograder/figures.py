@@ -16,8 +16,9 @@ their own colours.
 from __future__ import annotations
 
 import contextlib
+import functools
 import warnings
-from typing import Any
+from typing import Any, Callable
 
 #: What may sit on an image's Axes besides the image without covering it: titles, axis labels and ticks are not
 #: artists of these lists, and plain text (no box behind it) covers nothing. Everything else does, or can.
@@ -366,22 +367,41 @@ def _drawn(image: Any) -> dict:
 
 #: The draws of :func:`one_draw_per_figure`'s block (``{id(figure): (figure, {id(image): share})}``), else ``None``.
 _DRAWS: dict | None = None
+#: What :func:`_once_per_block`'s functions found in that block (``{(name, id(artist)): (artist, found)}``).
+_READS: dict | None = None
 
 
 @contextlib.contextmanager
 def one_draw_per_figure():
     """Within the block, :func:`drawn_mismatch` draws each figure once (a check of 16 templates, or the student
-    process describing a figure), not once per image; nothing is kept after it (a figure changed later, by
-    the notebook, is drawn again)."""
-    global _DRAWS
+    process describing a figure), not once per image, and :func:`axes_problems` and :func:`figure_problems`
+    read each Axes and figure once (each image's check asks about its figure and every Axes that may cover
+    it); nothing is kept after it (a figure changed later, by the notebook, is drawn and read again)."""
+    global _DRAWS, _READS
     outer = _DRAWS is None
     if outer:
-        _DRAWS = {}
+        _DRAWS, _READS = {}, {}
     try:
         yield
     finally:
         if outer:
-            _DRAWS = None
+            _DRAWS, _READS = None, None
+
+
+def _once_per_block(find: Callable[[Any], list[str]]) -> Callable[[Any], list[str]]:
+    """``find(artist)``, computed once per artist within a :func:`one_draw_per_figure` block (the checks read a
+    figure and do not change it; a figure's layout is settled before any of it is read, :func:`settle`), and
+    anew at every call outside one."""
+    @functools.wraps(find)
+    def once(artist: Any) -> list[str]:
+        if _READS is None:
+            return find(artist)
+        key = (find.__name__, id(artist))
+        if key not in _READS:
+            _READS[key] = (artist, find(artist))  # the artist kept alive with its id while the block runs
+        return list(_READS[key][1])
+
+    return once
 
 
 def _draw_and_compare(fig: Any) -> dict:
@@ -763,6 +783,7 @@ def plain_path_effects(artist: Any) -> bool:
     return True
 
 
+@_once_per_block
 def axes_problems(ax: Any) -> list[str]:
     """What about ``ax`` keeps its image from showing: another projection or scale than the plain linear one,
     a position outside the figure, a changed background patch, or decorations past their sizes above."""
@@ -856,6 +877,7 @@ def _overhang_inches(fig: Any) -> float:
     return overhang if math.isfinite(overhang) else math.inf
 
 
+@_once_per_block
 def figure_problems(fig: Any) -> list[str]:
     """What about ``fig`` keeps its images from showing, each as the rest of a sentence about the figure."""
     import matplotlib

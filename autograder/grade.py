@@ -31,12 +31,8 @@ from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from autograder.judge import question_order
-
-if TYPE_CHECKING:
-    from autograder.judge import Limits
+from autograder.judge_interface import Limits, question_order
 
 #: Gradescope's default limit for one submission is 10 minutes; a run that
 #: exceeds this is stopped and reported, and the batch goes on.
@@ -200,8 +196,6 @@ def judge_limits(limits: Limits | Mapping[str, float] | None = None, timeout: fl
         raise ValueError(f"timeout must be a positive number of seconds, not {timeout!r}")
     if limits is None and (runner == "otter" or timeout is None):
         return None, float(timeout or DEFAULT_TIMEOUT)
-    from autograder.judge import Limits  # imports torch: only when there are limits to check
-
     if isinstance(limits, Mapping):
         names = [f.name for f in fields(Limits)]
         unknown = [k for k in limits if k not in names]

@@ -30,8 +30,6 @@ from __future__ import annotations
 import contextlib
 import gc
 import json
-import math
-import numbers
 import os
 import pwd
 import re
@@ -56,6 +54,7 @@ if __name__ == "__main__":  # the judge's own process: one thread for torch and 
 
 from autograder import channel, checks, private_dirs  # noqa: E402 - after the threads are set
 from autograder.rebound import KindWatch, NotebookMap, map_notebook  # noqa: E402
+from autograder.judge_interface import Limits, question_order  # noqa: E402,F401 (part of this module's API)
 
 REPO = Path(__file__).resolve().parents[1]
 #: Folders of the installation the student process must not read when grading
@@ -101,39 +100,6 @@ def without_otter_calls(source: str) -> str:
                 line = f"{listed.group(1)}import {', '.join(kept)}" if kept else f"{listed.group(1)}pass"
         lines.append(line)
     return "\n".join(lines)
-
-
-@dataclass(frozen=True)
-class Limits:
-    """Time and memory limits of one grading run (seconds, megabytes).
-
-    ``cell_seconds``, ``call_seconds`` and ``startup_seconds`` count the CPU
-    seconds the student's processes use (:meth:`StudentProcess.cpu_seconds`),
-    so that a loaded machine, or a container of half a CPU, does not cut
-    honest work; :data:`WALL_FACTOR` times as many wall-clock seconds end a
-    cell or call that sleeps or waits. ``deadline`` is wall-clock and stays
-    below Gradescope's default 10-minute limit so that a results file is
-    always written before Gradescope stops the container.
-
-    Raises:
-        ValueError: a time that is not a positive finite number of seconds,
-            or a memory limit that is not a positive whole number of MB.
-    """
-
-    cell_seconds: float = 60.0
-    call_seconds: float = 30.0
-    startup_seconds: float = 60.0
-    deadline: float = 540.0
-    memory_mb: int = 3072
-
-    def __post_init__(self) -> None:
-        for name in ("cell_seconds", "call_seconds", "startup_seconds", "deadline"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or value <= 0:
-                raise ValueError(f"limit {name} must be a positive number of seconds, not {value!r}")
-        value = self.memory_mb
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value <= 0:
-            raise ValueError(f"limit memory_mb must be a positive whole number of megabytes, not {value!r}")
 
 
 class SubmissionError(Exception):
@@ -1790,11 +1756,6 @@ def _holds_handle(value: Any, depth: int = 0) -> bool:
     if isinstance(value, dict):
         return any(_holds_handle(v, depth + 1) for v in value.values())
     return False
-
-
-def question_order(name: str) -> tuple:
-    """Sort key of a question name in notebook order: ``q2`` before ``q10``, ``q1.3`` before ``q1.10``."""
-    return tuple((0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"(\d+)", name))
 
 
 def names_by_question(test_files: list) -> dict[str, list[str]]:

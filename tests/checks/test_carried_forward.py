@@ -17,6 +17,7 @@ and, end to end, in the hostile catalogue (``degenerate_edges``, ``epsilon_edges
 from __future__ import annotations
 
 import copy
+import hashlib
 from typing import Any, Callable
 
 import matplotlib
@@ -518,11 +519,56 @@ def test_ib_learning_curves_on_a_sensible_wrong_relative_error_are_still_carried
 
 
 @pytest.fixture(scope="module")
-def wif():
+def wif(memoized_training):
     from autograder.checks import when_it_fails as checks
     from reference import when_it_fails as ref
 
     return checks, ref
+
+
+class _MemoizedTraining:
+    """The reference's ``train_mlp``, each network trained once per module.
+
+    ``train_mlp`` seeds torch itself, so the network is a function of its
+    arguments, the thread count and the default dtype (the key). The tests
+    and the checks they call train the same networks many times over (the
+    recipe on the fitting images; each check retrains the "student's"
+    ``train_mlp`` to compare). A repeated call returns a copy of the network
+    the call trains and leaves torch's global generator where the call
+    leaves it, so every value asserted is the one training would give.
+    """
+
+    def __init__(self, train: Callable):
+        self.train, self.trained = train, {}
+
+    def __call__(self, X, y, hidden=256, epochs=30, seed=0):
+        if not (isinstance(X, torch.Tensor) and isinstance(y, torch.Tensor)):
+            return self.train(X, y, hidden=hidden, epochs=epochs, seed=seed)
+        key = (_digest(X), _digest(y), repr(hidden), repr(epochs), repr(seed), torch.get_num_threads(),
+               torch.get_default_dtype())
+        if key not in self.trained:
+            net = self.train(X, y, hidden=hidden, epochs=epochs, seed=seed)
+            self.trained[key] = (copy.deepcopy(net), torch.get_rng_state())
+        net, generator_after = self.trained[key]
+        torch.set_rng_state(generator_after)
+        return copy.deepcopy(net)
+
+
+def _digest(t: torch.Tensor) -> tuple:
+    t = t.detach().contiguous()
+    return t.dtype, tuple(t.shape), hashlib.sha256(t.numpy().tobytes()).hexdigest()
+
+
+@pytest.fixture(scope="module")
+def memoized_training():
+    """``reference.when_it_fails.train_mlp`` memoized for this module (:class:`_MemoizedTraining`)."""
+    from reference import when_it_fails as ref
+
+    assert ref.train_mlp.__defaults__ == (ref.HIDDEN, ref.EPOCHS, 0) == (256, 30, 0), \
+        "the memo's defaults are train_mlp's"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(ref, "train_mlp", _MemoizedTraining(ref.train_mlp))
+        yield
 
 
 def _wif_weights(kind: str) -> list[torch.Tensor]:

@@ -703,6 +703,33 @@ def test_drawn_mismatch_draws_each_figure_once_inside_a_block(monkeypatch):
     assert len(draws) == 2, f"one draw for the block's two images, one for the call after it: {len(draws)}"
 
 
+def test_figure_and_axes_problems_are_read_once_per_figure_inside_a_block(monkeypatch):
+    import matplotlib.pyplot as plt
+
+    from autograder import figures
+
+    measured = []
+    real = figures._overhang_inches
+    monkeypatch.setattr(figures, "_overhang_inches", lambda fig: measured.append(fig) or real(fig))
+    fig, (ax, other) = plt.subplots(1, 2, figsize=(6, 3))
+    ax.imshow(np.eye(4))
+    other.set_xscale("log")
+    try:
+        with figures.one_draw_per_figure():
+            inside = [figures.figure_problems(fig), figures.figure_problems(fig)]
+            axes = [figures.axes_problems(other), figures.axes_problems(other), figures.axes_problems(ax)]
+            inside[0].append("changed by the caller")
+        fig.text(0.1, 0.99, "long words " * 40, wrap=True, va="top")  # changed after the block: read anew
+        after = figures.figure_problems(fig)
+    finally:
+        plt.close(fig)
+    assert inside[1] == [], f"the figure has no problem, and a caller's change to a list is its own: {inside}"
+    assert axes[0] == axes[1] == ["is drawn on a non-linear axis scale (set_xscale or set_yscale): keep the linear "
+                                  "one"] and axes[2] == [], f"each Axes' own problems: {axes}"
+    assert after == ["has text that wraps (wrap=True) on it, which can cover its Axes"], after
+    assert len(measured) == 2, f"one measure of the figure in the block, one for the call after it: {len(measured)}"
+
+
 def test_drawn_mismatch_leaves_the_figure_as_it_was():
     import matplotlib.pyplot as plt
 

@@ -12,10 +12,12 @@ from __future__ import annotations
 import filecmp
 import json
 import os
+import shutil
 from pathlib import Path
 
 import pytest
 
+from autograder.answers_cache import ENV_DIR
 from autograder.build import BuiltAssignment, build_assignment
 from autograder.grade import GradeResult, grade_many
 from tests.fixtures.submissions import Variant, apply
@@ -25,14 +27,15 @@ from tests.fixtures.submissions import Variant, apply
 _BUILT: dict[str, BuiltAssignment] = {}
 
 
-def build_once(name: str, tmp_path_factory) -> BuiltAssignment:
+def build_once(name: str, tmp_path_factory, answers_folder: Path) -> BuiltAssignment:
     """``name`` built (otter assign, its own tests run) into a scratch folder, outside the committed tree,
     once per test session (a build takes 20 to 110 s).
 
     The build executes the solution notebook in Otter's own process at one
     thread (unless the caller set another): the thread count the references
     are computed at and the batch grades at, and no oversubscription of a
-    loaded 2-core machine.
+    loaded 2-core machine. Its hidden tests read the reference values from
+    the session's ``answers_folder``.
     """
     if name in _BUILT:
         return _BUILT[name]
@@ -40,22 +43,48 @@ def build_once(name: str, tmp_path_factory) -> BuiltAssignment:
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("OMP_NUM_THREADS", os.environ.get("OMP_NUM_THREADS", "1"))
         mp.setenv("MKL_NUM_THREADS", os.environ.get("MKL_NUM_THREADS", "1"))
+        mp.setenv(ENV_DIR, str(answers_folder))
         _BUILT[name] = build_assignment(name, run_tests=True, build_root=root / "build",
                                         student_root=root / "student_template")
     return _BUILT[name]
 
 
-def grade_catalogue(built: BuiltAssignment, variants: list[Variant], tmp_path_factory,
+#: The solution is graded this many more times in every catalogue batch, under these labels: three gradings of
+#: the same notebook must give the same scores and the same messages (:func:`assert_regrades_identical`).
+REGRADES = ("solution_regrade_1", "solution_regrade_2")
+
+
+def grade_catalogue(built: BuiltAssignment, variants: list[Variant], tmp_path_factory, answers_folder: Path,
                     extra: dict[str, Path] | None = None) -> dict[str, GradeResult]:
-    """The solution (``"solution"``), the blank student notebook (``"blank"``), every variant (by its name)
-    and ``extra`` submissions, graded in one batch: ``{label: GradeResult}``."""
+    """The solution (``"solution"``, and again as each of :data:`REGRADES`), the blank student notebook
+    (``"blank"``), every variant (by its name) and ``extra`` submissions, graded in one batch:
+    ``{label: GradeResult}``. The judges share the session's ``answers_folder`` (reference values computed once
+    per session, not once per batch)."""
     work = tmp_path_factory.mktemp(f"{built.name}_submissions")
     subs = {"solution": built.solution, "blank": built.student_dir / f"{built.name}.ipynb"}
+    for label in REGRADES:  # under its own name: a batch grades each file once
+        subs[label] = work / f"{label}.ipynb"
+        shutil.copyfile(built.solution, subs[label])
     for variant in variants:
         subs[variant.name] = apply(built.solution, variant, work / f"{variant.name}.ipynb")
     subs.update(extra or {})
-    results = grade_many(built.autograder_zip, list(subs.values()), work / "graded", jobs=2, progress=False)
+    results = grade_many(built.autograder_zip, list(subs.values()), work / "graded", jobs=2, progress=False,
+                         answers_dir=answers_folder)
     return dict(zip(subs, results))
+
+
+def shown(result: GradeResult) -> dict[str, tuple[float | None, str]]:
+    """Every test's score and output in ``result``'s results file, as the student sees them."""
+    results = json.loads(Path(result.results_path).read_text())
+    return {test["name"]: (test.get("score"), test.get("output", "")) for test in results["tests"]}
+
+
+def assert_regrades_identical(graded: dict[str, GradeResult]) -> None:
+    """The solution's gradings in one batch (``"solution"`` and :data:`REGRADES`) show the same scores and
+    messages for every test: a score depends on the notebook alone."""
+    first = shown(graded["solution"])
+    for label in REGRADES:
+        assert shown(graded[label]) == first, f"{label} differs from the solution's first grading"
 
 
 def expected_scores(points: dict[str, int], losing: tuple[str, ...] | set[str] = ()) -> dict[str, tuple[float, float]]:

@@ -52,14 +52,15 @@ def readable_mnist():
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory):
-    return common.build_once(NAME, tmp_path_factory)
+def built(tmp_path_factory, answers_folder):
+    return common.build_once(NAME, tmp_path_factory, answers_folder)
 
 
 @pytest.fixture(scope="module")
-def graded(built, readable_mnist, tmp_path_factory):
+def graded(built, readable_mnist, tmp_path_factory, answers_folder):
     """Every submission of this module graded once: ``{label: GradeResult}``."""
-    return common.grade_catalogue(built, WRONG + ALTERNATIVE + [v for v, _ in CARRIED_FORWARD], tmp_path_factory)
+    return common.grade_catalogue(built, WRONG + ALTERNATIVE + [v for v, _ in CARRIED_FORWARD], tmp_path_factory,
+                                  answers_folder)
 
 
 def test_catalogue_is_large_enough():
@@ -69,6 +70,10 @@ def test_catalogue_is_large_enough():
 
 def test_solution_scores_full_marks(graded):
     common.assert_solution_scores_full_marks(graded["solution"], EXPECTED_POINTS)
+
+
+def test_the_solution_graded_three_times_shows_the_same_scores_and_messages(graded):
+    common.assert_regrades_identical(graded)
 
 
 def test_blank_student_notebook_scores_zero_without_crashing(graded):

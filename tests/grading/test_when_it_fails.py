@@ -8,13 +8,28 @@ for this module into a scratch folder; all submissions are graded in one
 batch (two at a time, one thread each) by a module fixture, and each test
 reads its own row.
 
+It is also the load test: its networks train inside the judge's calls, so
+its cells and calls come nearest their limits. The solution is graded once
+more while busy processes (twice the core count) hold the CPU, and must show
+exactly what its idle gradings show: the cell and call limits count the
+student's CPU seconds, not the machine's load, and grading computes on one
+thread.
+
 Cost: each submission runs the whole notebook (17 small trainings, about
-25 s of CPU at one thread) and its checks; the module takes several minutes.
+25 s of CPU at one thread) and its checks; the module takes several minutes,
+the loaded grading a few more.
 """
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from contextlib import contextmanager
+
 import pytest
+
+from autograder.grade import GradeResult, grade_many
 
 from tests.fixtures.when_it_fails.catalogue import ALTERNATIVE, CARRIED_FORWARD, SPECIAL_CASED, WRONG
 from tests.grading import common
@@ -30,19 +45,56 @@ EXPECTED_POINTS = {"q1": 2, "q2": 3, "q3": 3, "q4": 2, "q5": 2, "q6": 2, "q7": 3
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory):
-    return common.build_once(NAME, tmp_path_factory)
+def built(tmp_path_factory, answers_folder):
+    return common.build_once(NAME, tmp_path_factory, answers_folder)
 
 
 @pytest.fixture(scope="module")
-def graded(built, tmp_path_factory):
+def graded(built, tmp_path_factory, answers_folder):
     """Every submission of this module graded once: ``{label: GradeResult}``."""
     variants = WRONG + ALTERNATIVE + [v for v, _ in CARRIED_FORWARD + SPECIAL_CASED]
-    return common.grade_catalogue(built, variants, tmp_path_factory)
+    return common.grade_catalogue(built, variants, tmp_path_factory, answers_folder)
+
+
+#: Busy processes beside the loaded grading: twice the core count (a load of about 6 on 2 cores lost honest
+#: notebooks 2 and 6 points when the limits counted wall-clock seconds).
+BUSY = 2 * (os.cpu_count() or 1)
+
+
+@contextmanager
+def busy_cores(count: int):
+    """``count`` processes that loop forever, stopped on leaving."""
+    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
+    try:
+        yield busy
+    finally:
+        for process in busy:
+            process.kill()
+            process.wait()
+
+
+@pytest.fixture(scope="module")
+def loaded(built, tmp_path_factory, answers_folder) -> GradeResult:
+    """The solution graded alone while :data:`BUSY` busy processes hold the CPU."""
+    work = tmp_path_factory.mktemp("loaded")
+    with busy_cores(BUSY):
+        [result] = grade_many(built.autograder_zip, [built.solution], work / "graded", progress=False,
+                              answers_dir=answers_folder)
+    return result
+
+
+def test_the_solution_graded_while_busy_processes_hold_the_cpu_shows_what_it_shows_idle(graded, loaded):
+    assert loaded.error is None, loaded.error
+    assert loaded.scores == common.expected_scores(EXPECTED_POINTS), f"under load the solution lost {loaded.scores}"
+    assert common.shown(loaded) == common.shown(graded["solution"]), "the loaded grading differs from the idle one"
 
 
 def test_solution_scores_full_marks(graded):
     common.assert_solution_scores_full_marks(graded["solution"], EXPECTED_POINTS)
+
+
+def test_the_solution_graded_three_times_shows_the_same_scores_and_messages(graded):
+    common.assert_regrades_identical(graded)
 
 
 def test_blank_student_notebook_scores_zero_without_crashing(graded):

@@ -28,15 +28,19 @@ EXPECTED_POINTS = {
 
 
 @pytest.fixture(scope="module")
-def graded(built_where_mlps_fail, tmp_path_factory, repo):
+def graded(built_where_mlps_fail, tmp_path_factory, answers_folder, repo):
     """Every submission of this module graded once: ``{label: GradeResult}``."""
     examples = {example: repo / "assignments" / NAME / "examples" / f"{example}.ipynb" for example in EXAMPLES}
     variants = WRONG + ALTERNATIVE + [v for v, _ in CARRIED_FORWARD]
-    return common.grade_catalogue(built_where_mlps_fail, variants, tmp_path_factory, extra=examples)
+    return common.grade_catalogue(built_where_mlps_fail, variants, tmp_path_factory, answers_folder, extra=examples)
 
 
 def test_solution_scores_full_marks(graded):
     common.assert_solution_scores_full_marks(graded["solution"], EXPECTED_POINTS)
+
+
+def test_the_solution_graded_three_times_shows_the_same_scores_and_messages(graded):
+    common.assert_regrades_identical(graded)
 
 
 def test_blank_student_notebook_scores_zero_without_crashing(graded):
