@@ -77,13 +77,40 @@ def run_property(test: Callable[[], None]) -> None:
     """Run a ``@given`` test under :data:`GRADING`, keeping only the student-facing message.
 
     Hypothesis shrinks a failure to a small input and re-raises the
-    :class:`CheckFailure` that input caused; anything else the property
-    raised is the grader's own bug and propagates unchanged.
+    :class:`CheckFailure` that input caused. When the input does not fail
+    again on replay (the student's function answered the same input
+    differently, or a limit stopped one of its calls), Hypothesis raises
+    ``Flaky``: the student sees the first :class:`CheckFailure` it saw, or
+    :data:`INCONSISTENT`, never Hypothesis's report (file paths, line
+    numbers). Anything else the property raised is the grader's own bug and
+    propagates unchanged.
     """
     try:
         GRADING(test)()
     except CheckFailure as failure:
         raise CheckFailure(str(failure)) from None
+    except hypothesis.errors.Flaky as flaky:
+        first = _first_check_failure(flaky)
+        raise CheckFailure(str(first) if first is not None else INCONSISTENT) from None
+
+
+#: What a student is told when a property's failing input passed when tried again and no check said why.
+INCONSISTENT = ("the function gave different results when the same input was tried again (a property test "
+                "calls it several times): its result must depend on its arguments alone.")
+
+
+def _first_check_failure(error: BaseException, depth: int = 0) -> CheckFailure | None:
+    """The first :class:`CheckFailure` in ``error``, the exceptions it groups, or those it was raised from."""
+    if isinstance(error, CheckFailure):
+        return error
+    if depth > 20:
+        return None
+    for inner in [*getattr(error, "exceptions", ()), error.__cause__, error.__context__]:
+        if isinstance(inner, BaseException):
+            found = _first_check_failure(inner, depth + 1)
+            if found is not None:
+                return found
+    return None
 
 
 __all__ = ["GRADING", "given", "st", "seeded_images", "run_property"]

@@ -473,6 +473,37 @@ def test_a_propertys_failing_examples_keep_nothing_the_function_returned():
     assert len(most) > 5 and max(most) == 0, f"returns alive at each call: {most}"
 
 
+def test_a_property_whose_failure_does_not_replay_shows_the_first_failure_not_hypothesis_report():
+    """A function that fails an input once and passes it when Hypothesis replays it (a call stopped by a limit,
+    then answered) made Hypothesis raise ``FlakyFailure``, whose report (file paths, line numbers) reached
+    students."""
+    from autograder.checks.properties import INCONSISTENT, given, run_property, st
+
+    calls = []
+
+    @given(st.integers(0, 10))
+    def fails_once(n):
+        calls.append(n)
+        if len(calls) == 1:
+            raise CheckFailure("`f` was stopped: it used more than its 30 CPU seconds.")
+
+    with pytest.raises(CheckFailure) as raised:
+        run_property(fails_once)
+    assert str(raised.value) == "`f` was stopped: it used more than its 30 CPU seconds."
+
+    seen = []
+
+    @given(st.integers(0, 10))
+    def raises_once_then_passes(n):
+        seen.append(n)
+        if len(seen) == 1:
+            raise ValueError("not a check's failure")
+
+    with pytest.raises(CheckFailure) as raised:
+        run_property(raises_once_then_passes)
+    assert str(raised.value) == INCONSISTENT
+
+
 def test_once_keeps_a_failures_message_not_what_its_frames_held():
     """A thirty-sixth hostile review: ``once`` kept each verdict's CheckFailure with its traceback and the exception
     it was raised while handling, and with their frames what the student's functions returned (about 250 MB a
