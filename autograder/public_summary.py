@@ -21,6 +21,8 @@ HEADER = ("Public checks: they look at names, types and shapes only, never at va
           "hidden tests, which check the values after you submit; their results show when grades are published.")
 #: What a question whose public checks passed gets, after the list of what was checked.
 PASSED = "public checks passed; the values are graded after you submit"
+#: The lines Otter frames a test case's message with, which say nothing of its cause.
+OTTER_FRAMING = ("❌ Test case failed", "✅ Test case passed")
 #: At most this many characters of one question's failure message are shown.
 MAX_MESSAGE = 600
 
@@ -32,24 +34,39 @@ def _literal(node: ast.AST) -> str:
     return ast.unparse(node)
 
 
+def _shape(node: ast.AST | None) -> str | None:
+    """A shape argument as written when it is a literal (``(784,)``); ``None`` when absent; "of the shape asked
+    for" when it is computed (``(n, 784)``: its names mean nothing to the student)."""
+    if node is None:
+        return None
+    try:
+        ast.literal_eval(node)
+    except ValueError:
+        return "of the shape asked for"
+    return f"of shape {ast.unparse(node)}"
+
+
 def _described(call: ast.Call) -> list[str]:
-    """What one call of a public check checks, one phrase per name; ``[]`` for a call that is no check."""
+    """What one call of a public check checks, one phrase per name; ``[]`` for a call that is no check, or
+    whose name is computed (a loop's ``name``, an f-string): :func:`checks_of` then names the test's
+    parameters."""
     func = call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", "")
     args = [_literal(a) for a in call.args]
     keywords = {k.arg: _literal(k.value) for k in call.keywords if k.arg}
+    nodes = {k.arg: k.value for k in call.keywords if k.arg}
     if func == "public_defined":
         return [f"`{name}`: defined" for name in keywords]
-    if not args:
+    if not args or not (isinstance(call.args[0], ast.Constant) and isinstance(call.args[0].value, str)):
         return []
     name = args[0]
     if func == "public_tensor":
-        shape = args[2] if len(args) > 2 else keywords.get("shape")
+        shape = _shape(call.args[2] if len(call.args) > 2 else nodes.get("shape"))
         dtype = args[3] if len(args) > 3 else keywords.get("dtype", "torch.float32")
-        kind = f"a torch tensor of shape {shape}" if shape else "a torch tensor"
+        kind = f"a torch tensor {shape}" if shape else "a torch tensor"
         return [f"`{name}`: {kind}" + (f", {dtype}" if dtype and dtype != "None" else "")]
     if func == "public_array":
-        shape = args[2] if len(args) > 2 else keywords.get("shape")
-        return [f"`{name}`: a NumPy array" + (f" of shape {shape}" if shape else "")]
+        shape = _shape(call.args[2] if len(call.args) > 2 else nodes.get("shape"))
+        return [f"`{name}`: a NumPy array" + (f" {shape}" if shape else "")]
     if func == "public_function":
         return [f"`{name}`: a function that runs on a small input without raising"]
     if func == "public_model":
@@ -61,8 +78,8 @@ def _described(call: ast.Call) -> list[str]:
 
 
 def checks_of(test_func: Any) -> list[str]:
-    """The phrases :func:`_described` gives the public check calls in ``test_func``'s source, in order; when its
-    source cannot be read or holds none, one phrase naming its parameters."""
+    """The phrases :func:`_described` gives the public check calls in ``test_func``'s source, in order, then one
+    naming the parameters none of them names (all of them when its source cannot be read or holds no check)."""
     try:
         tree = ast.parse(textwrap.dedent(inspect.getsource(test_func)))
     except (OSError, TypeError, SyntaxError):
@@ -71,19 +88,19 @@ def checks_of(test_func: Any) -> list[str]:
     for node in ast.walk(tree) if tree is not None else ():
         if isinstance(node, ast.Call):
             phrases += [p for p in _described(node) if p not in phrases]
-    if phrases:
-        return phrases
     try:
         names = [n for n in inspect.signature(test_func).parameters if n != "env"]
     except (TypeError, ValueError):
         names = []
-    return [", ".join(f"`{n}`" for n in names) + ": defined, of the kind asked for"] if names else []
+    named = " ".join(phrases)
+    rest = [n for n in names if f"`{n}`" not in named]  # checked under a computed name, or by no check known here
+    return phrases + ([", ".join(f"`{n}`" for n in rest) + ": defined, of the kind asked for"] if rest else [])
 
 
 def _reason(message: str) -> str:
     """A failed public check's reason: from the line that names the failure (``CheckFailure: ...``) on, without
     Otter's "Error at line N" and the test's source line; the whole message when no line names one."""
-    lines = message.strip().splitlines()
+    lines = [line for line in message.strip().splitlines() if line.strip() not in OTTER_FRAMING]
     start = next((i for i, line in enumerate(lines) if re.match(r"\s*\w*(Failure|Error|Exception): ", line)), 0)
     reason = "\n".join(line.strip() for line in lines[start:])
     return reason if len(reason) <= MAX_MESSAGE else reason[:MAX_MESSAGE] + " ..."

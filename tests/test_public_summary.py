@@ -23,6 +23,17 @@ def public_other(weights, crops, fit):
     public_function("fit", fit)
 
 
+def public_loop(X_fit, y_fit, net_weights):  # names and shapes computed, as when_it_fails's public tests write them
+    import torch
+    from autograder.public.when_it_fails import public_tensor
+    n = len(X_fit)
+    for name, value in (("X_fit", X_fit), ("y_fit", y_fit)):
+        public_tensor(name, value, (n, 784))
+    for i, weight in enumerate(net_weights):
+        public_tensor(f"net_weights[{i}]", weight, weight.shape)
+    public_tensor("y_fit", y_fit, (n,), torch.int64)
+
+
 def opaque(a, b):  # no check this module knows: named by its parameters
     assert a is not b
 
@@ -38,6 +49,9 @@ def test_each_check_is_named_with_its_type_and_shape():
     assert checks_of(public_other) == ["`weights`: a NumPy array of shape (25,)", "`crops`: a list of crops",
                                        "`fit`: a function that runs on a small input without raising"]
     assert checks_of(opaque) == ["`a`, `b`: defined, of the kind asked for"]
+    # a computed name is never shown as the code that computes it, nor a computed shape as its variables
+    assert checks_of(public_loop) == ["`y_fit`: a torch tensor of the shape asked for, torch.int64",
+                                      "`X_fit`, `net_weights`: defined, of the kind asked for"]
 
 
 def test_a_question_that_passed_its_public_checks_is_not_said_to_have_passed():
