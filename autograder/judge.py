@@ -227,11 +227,13 @@ NOT_RUN = "not run: the grading deadline passed"
 
 
 def first_line(error: Any) -> str | None:
-    """The first non-blank line of a cell's error, at most :data:`MAX_ERROR_LINE` characters; ``None`` stays."""
+    """The first non-blank line of a cell's error, at most :data:`MAX_ERROR_LINE` characters, without the colon
+    of an exception that has no message (``AssertionError``, not ``AssertionError:``); ``None`` stays."""
     if error is None:
         return None
     text = str(error)[:64 * MAX_ERROR_LINE].strip()
-    return (text.splitlines() or [""])[0][:MAX_ERROR_LINE]
+    line = (text.splitlines() or [""])[0][:MAX_ERROR_LINE]
+    return line[:-1] if re.fullmatch(r"\w+:", line) else line
 
 
 class StudentProcess:
@@ -2217,11 +2219,13 @@ MAX_STOPPED_NOTED, MAX_STOPPED_READ, MAX_SOURCE_LOOKED_AT = 3, 50, 100_000
 def _note_stopped_cells(test_files: list, records: list[CellRecord], cells: list[str],
                         label: Callable[[int], str] | None = None) -> None:
     """Under each question that lost points, why the cells that set names it reads were stopped (a limit,
-    memory, a crash): a width sweep cut by its cell's CPU limit showed as "the key 1000 is missing", not why.
-    Cells are named by ``label`` (:meth:`Session.label`), else numbered. Only failed test cases' messages
-    change."""
+    memory, a crash) or raised: a width sweep cut by its cell's CPU limit showed as "the key 1000 is missing",
+    and a name whose cell raised before defining it as "not defined", not why. Cells are named by ``label``
+    (:meth:`Session.label`), else numbered. Only failed test cases' messages change."""
     # the cells the deadline left no time for are left out: every question after them says the deadline passed
-    stopped = [record for record in records if record.problem and record.problem != NOT_RUN][:MAX_STOPPED_READ]
+    stopped = [record for record in records
+               if (record.problem and record.problem != NOT_RUN) or (record.error and not record.problem)]
+    stopped = stopped[:MAX_STOPPED_READ]
     stopped = [(record, _names_set_by(cells[record.index])) for record in stopped]
     for test_file in test_files:
         read = set(names_read_by([test_file]))
@@ -2231,8 +2235,9 @@ def _note_stopped_cells(test_files: list, records: list[CellRecord], cells: list
             if shared and len(lines) < MAX_STOPPED_NOTED:
                 named = ", ".join(f"`{name}`" for name in shared[:5])
                 cell = label(record.index) if label is not None else f"code cell {record.index + 1}"
+                what = f"was {record.problem}" if record.problem else f"raised {first_line(record.error)}"
                 lines.append(f"{named} may be missing or incomplete: {cell}, which sets "
-                             f"{'it' if len(shared) == 1 else 'them'}, was {record.problem}.")
+                             f"{'it' if len(shared) == 1 else 'them'}, {what}.")
         if lines:
             for result in getattr(test_file, "test_case_results", []):
                 if not result.passed:

@@ -150,22 +150,29 @@ def test_a_question_that_lost_points_names_the_stopped_cell_that_sets_its_names(
 
     class File:
         def __init__(self, test, passed):
-            case = TestCase(name="q", body=type("Body", (), {"test_func": test})(), hidden=True, points=1,
+            case = TestCase(name="q", body=type("Body", (), {"test_func": staticmethod(test)})(), hidden=True, points=1,
                             success_message=None, failure_message=None)
             self.test_cases = [case]
             self.test_case_results = [TestCaseResult(case, "❌ Test case failed\nno key 1000", passed)]
 
+    def q9(X_aug):
+        raise AssertionError("`X_aug` is not defined")
+
     cells = ["widths = [2, 4]\nsweep_errors = {}", "%%time\nfor w in widths:\n    sweep_errors[1000] = w",
-             "dims = [1]\nratios = []\nratios.append(1)"]
+             "dims = [1]\nratios = []\nratios.append(1)", "assert False\nX_aug = 1"]
     records = [CellRecord(0), CellRecord(1, "KeyboardInterrupt:", "interrupted: it used more than its 60 CPU seconds"),
                CellRecord(2, None, "stopped: it used more than 3072 MB of memory while running code cell 3, and "
-                                   "was stopped")]
-    failed, passed = File(q7, False), File(q8, True)
-    _note_stopped_cells([failed, passed], records, cells)
+                                   "was stopped"),
+               CellRecord(3, "AssertionError:")]
+    failed, passed, raised = File(q7, False), File(q8, True), File(q9, False)
+    _note_stopped_cells([failed, passed, raised], records, cells)
     assert failed.test_case_results[0].message == (
         "❌ Test case failed\nno key 1000\n`sweep_errors` may be missing or incomplete: code cell 2, which sets it, "
         "was interrupted: it used more than its 60 CPU seconds.")
     assert passed.test_case_results[0].message == "❌ Test case failed\nno key 1000", "a passed question is left"
+    assert raised.test_case_results[0].message == (
+        "❌ Test case failed\nno key 1000\n`X_aug` may be missing or incomplete: code cell 4, which sets it, "
+        "raised AssertionError."), "a cell that raised before it set the name is named as the cause"
 
 
 @pytest.mark.parametrize("source, expected", [

@@ -983,6 +983,12 @@ class _Replies:
         return dict(self.reply), b""
 
 
+@pytest.mark.parametrize("error, expected", [("AssertionError: ", "AssertionError"), ("AssertionError:", "AssertionError"),
+                                             ("ValueError: bad: x", "ValueError: bad: x"), (None, None)])
+def test_an_exception_without_a_message_is_named_without_a_colon(error, expected):
+    assert judge.first_line(error) == expected
+
+
 def test_the_judge_keeps_only_the_first_line_of_what_each_cell_raised(tmp_path):
     """A thirty-seventh hostile review made every cell's reply carry 256 KB of output, which the judge kept for
     every cell of the notebook (7 GB after 24,000 empty cells): it keeps no output, only each error's first line,
