@@ -47,7 +47,7 @@ from typing import Iterable
 
 from autograder.grade import DEFAULT_TIMEOUT
 from autograder.grading_errors import cause_of, grading_error_results
-from autograder.judge import GRADING_ERROR_FILE
+from autograder.judge_interface import GRADING_ERROR_FILE
 
 #: Where Otter renders its scripts for when ``autograder_dir`` is not set.
 OTTER_DEFAULT_DIR = "/autograder"
@@ -265,7 +265,7 @@ def rehearse(autograder_zip: Path | str, submission: Path | str | Iterable[Path 
         autograder leaves none (or not JSON), it holds a grading error's
         results (:func:`autograder.grading_errors.grading_error_results`),
         the judge's own when it wrote them aside
-        (:data:`autograder.judge.GRADING_ERROR_FILE`), else with the reason.
+        (:data:`autograder.judge_interface.GRADING_ERROR_FILE`), else with the reason.
         On Gradescope such a run fails: there is no valid ``results.json``.
 
     Raises:

@@ -54,7 +54,7 @@ if __name__ == "__main__":  # the judge's own process: one thread for torch and 
 
 from autograder import channel, checks, private_dirs  # noqa: E402 - after the threads are set
 from autograder.rebound import KindWatch, NotebookMap, map_notebook  # noqa: E402
-from autograder.judge_interface import Limits, question_order  # noqa: E402,F401 (part of this module's API)
+from autograder.judge_interface import GRADING_ERROR_FILE, Limits, question_order  # noqa: E402,F401 (this module's API)
 
 REPO = Path(__file__).resolve().parents[1]
 #: Folders of the installation the student process must not read when grading
@@ -2345,8 +2345,6 @@ def run_gradescope(root: str | Path = "/autograder", limits: Limits = Limits()) 
     return results
 
 
-#: Where :func:`run_gradescope` puts a grading error's results, in place of ``results.json``.
-GRADING_ERROR_FILE = "grading_error.json"
 
 
 def summary_line(results: dict) -> str:

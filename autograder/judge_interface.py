@@ -1,4 +1,5 @@
-"""What the judge's callers share with it without importing torch: its limits and the questions' order.
+"""What the judge's callers share with it without importing torch: its limits, the questions' order, and where
+a grading error's results go on Gradescope.
 
 :mod:`autograder.judge` imports torch (through :mod:`autograder.channel`); the
 orchestrator (:mod:`autograder.grade`, ``python -m autograder grade``) only
@@ -12,6 +13,11 @@ import math
 import numbers
 import re
 from dataclasses import dataclass
+
+
+#: Where :func:`autograder.judge.run_gradescope` puts a grading error's results, in place of ``results.json``
+#: (Gradescope shows a run without ``results.json`` as failed to staff and students).
+GRADING_ERROR_FILE = "grading_error.json"
 
 
 @dataclass(frozen=True)
