@@ -28,13 +28,13 @@ from autograder.judge_interface import question_order
 LIMIT_PATTERNS: tuple[tuple[str, re.Pattern], ...] = (
     ("memory", re.compile(r"more than [\d,]+ MB of memory")),
     ("deadline", re.compile(r"grading deadline passed|grading took longer than|grading was stopped after")),
-    ("cell", re.compile(r"Code cell \d+ interrupted after|while running code cell \d+, and was stopped")),
+    ("cell", re.compile(r"code cell .* interrupted(:| after)|while running .*code cell.*, and was stopped", re.I)),
     ("call", re.compile(r"while (calling|reading) .*, and was stopped|is gone: the student process was stopped")),
     ("startup", re.compile(r"while starting the student process")),
     ("files", re.compile(r"(files|folders) .*, and was stopped")),
 )
 #: A line that quotes what the student's own code raised: its text is the student's, never a limit.
-STUDENT_TEXT = re.compile(r"^Code cell \d+ raised ")
+STUDENT_TEXT = re.compile(r"^(Code cell \d+|The \S+ code cell .*?) raised ")
 
 
 def limits_hit(text: str) -> list[tuple[str, str]]:

@@ -41,7 +41,7 @@ HIDDEN_Q1_4 = "    check_q1_4(slide, slide_accuracy)\n"
 CHANGED_Q1_4 = ("    import torch\n    out = slide(torch.ones(1, 1, 2, 3), 1)\n"
                 "    assert tuple(out.shape) == (1, 1, 2, 3), 'slide(x, 1) should keep the shape of x'\n")
 #: What roll_for_slide's q1_4 showed in the first grading.
-ROLL_MESSAGE = ("CheckFailure: `slide(x, 1) for x of shape (1, 1, 1, 2)` is not x moved 1 column(s) right with black "
+ROLL_MESSAGE = ("`slide(x, 1) for x of shape (1, 1, 1, 2)` is not x moved 1 column(s) right with black "
                 "filled in on the left.")
 LABELS = ("roll_for_slide", "endless_loop", "not_a_notebook", "late")
 
@@ -98,7 +98,8 @@ def test_read_batch_gives_scores_messages_and_limits(gradings):
     assert roll.messages["q1_1"] == "" and roll.limits == []
     assert loop.error is None and loop.scores["q2_4"] == (0.0, 1.0) and loop.total == 30.0
     assert {kind for kind, _ in loop.limits} == {"cell"}, loop.limits
-    assert all(line.startswith("Code cell ") for _, line in loop.limits), loop.limits
+    # the endless cell named as the student finds it, in the run's notes and under the question that lost
+    assert all("the 1st code cell under q2_4's text" in line.lower() for _, line in loop.limits), loop.limits
     assert junk.error is not None and "not_a_notebook.ipynb" in junk.error and junk.scores == {}
     assert all(o.seconds is not None and o.seconds > 0 for o in outcomes.values())
 
@@ -113,14 +114,22 @@ def test_read_batch_refuses_a_folder_without_a_batch(tmp_path):
 def test_limits_are_found_in_the_judges_own_notes():
     """The notes the judge writes for stopped cells (judge._cell_notes), each classified; a cell that raised is
     the student's own text, whatever it says."""
-    notes = _cell_notes([
+    records = [
         CellRecord(0, "RuntimeError: used more than 5 MB of memory while calling f, and was stopped", None),
-        CellRecord(1, None, "interrupted after 60 seconds"),
-        CellRecord(2, None, "stopped: it took longer than 60 seconds while running code cell 3, and was stopped"),
-        CellRecord(3, None, "stopped: it used more than 3072 MB of memory while running code cell 4, and was stopped"),
+        CellRecord(1, None, "interrupted: it used more than its 60 CPU seconds"),
+        CellRecord(2, None, "stopped: it used more than its 60 CPU seconds while running the 3rd code cell under "
+                            "q2's text, and was stopped"),
+        CellRecord(3, None, "stopped: it used more than 3072 MB of memory while running the 4th code cell under "
+                            "q2's text, and was stopped"),
         CellRecord(4, None, NOT_RUN),
-    ])
-    assert [kind for kind, _ in limits_hit("\n".join(notes))] == ["cell", "cell", "memory", "deadline"]
+    ]
+    labelled = _cell_notes(records, lambda index: f"the {index + 1}th code cell under q2's text")
+    assert [kind for kind, _ in limits_hit("\n".join(labelled))] == ["cell", "cell", "memory", "deadline"]
+    numbered = _cell_notes(records)  # cells numbered when the judge has no notebook map
+    assert [kind for kind, _ in limits_hit("\n".join(numbered))] == ["cell", "cell", "memory", "deadline"]
+    blocked = _cell_notes([CellRecord(0, None, "interrupted: it was blocked or sleeping (240 seconds passed, and it "
+                                               "used 0.1 of its 60 CPU seconds)")])
+    assert [kind for kind, _ in limits_hit("\n".join(blocked))] == ["cell"]
     assert [kind for kind, _ in limits_hit("It took longer than 600 seconds while calling peak, and was stopped\n"
                                            "This submission could not be graded: grading took longer than 600 "
                                            "seconds and was stopped.")] == ["call", "deadline"]
