@@ -52,7 +52,7 @@ from typing import Any, Callable, Iterator
 if __name__ == "__main__":  # the judge's own process: one thread for torch and NumPy's BLAS, set before they load
     os.environ.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
 
-from autograder import channel, checks, private_dirs  # noqa: E402 - after the threads are set
+from autograder import channel, checks, private_dirs, zygote  # noqa: E402 - after the threads are set
 from autograder.rebound import KindWatch, NotebookMap, map_notebook  # noqa: E402
 from autograder.judge_interface import GRADING_ERROR_FILE, Limits, question_order  # noqa: E402,F401 (this module's API)
 
@@ -288,12 +288,19 @@ class StudentProcess:
         _libc()
         if self.user is not None:
             kwargs.update(user=self.user.pw_uid, group=self.user.pw_gid, extra_groups=[])
-            _become_subreaper()
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "autograder.worker", str(student_end.fileno())],
-            cwd=self.workdir, env=env, pass_fds=(student_end.fileno(),), stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-            preexec_fn=_limit_resources_as_other_user if self.user is not None else _limit_resources, **kwargs)
+        _become_subreaper()  # the warm student process (forked by the template) is re-parented here
+        ready_within = self.limits.startup_seconds * WALL_FACTOR  # for the template's imports, once
+        if self.deadline_at is not None:
+            ready_within = max(1.0, min(ready_within, self.deadline_at - time.monotonic()))
+        self.proc = zygote.spawn(student_end, zygote.student_spec(self.workdir, env, self.user, MAX_FILES_LOOKED_AT),
+                                 env, ready_within)
+        if self.proc is None:  # the cold start
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "autograder.worker", str(student_end.fileno())],
+                cwd=self.workdir, env=env, pass_fds=(student_end.fileno(),), stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+                preexec_fn=_limit_resources_as_other_user if self.user is not None else _limit_resources,
+                **kwargs)
         _first_for_the_oom_killer(self.proc.pid)
         if self.user is not None:  # before it runs a cell: every process it starts stays in the group
             self.cpu_group = self.cpu_group or _cpu_group()
