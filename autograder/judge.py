@@ -267,23 +267,7 @@ class StudentProcess:
             self.staged = SharedMemoryKept({(info.st_dev, info.st_ino): 0 for _, _, info, _ in _walk_shared_memory(
                 self.user.pw_uid, bounded=False, folder=str(self.workdir))})
         judge_end, student_end = socket.socketpair()
-        env = {
-            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-            "HOME": str(self.workdir),
-            "TMPDIR": str(self.workdir),  # temporary files in the private folder, not the shared /tmp
-            "MPLBACKEND": "Agg",
-            "PYTHONHASHSEED": "0",
-            "PYTHONDONTWRITEBYTECODE": "1",
-            "LANG": "C.UTF-8",
-            # one thread for torch and the BLAS libraries, whatever the machine's core count, unless a cell asks
-            # for more (torch.set_num_threads): results and CPU seconds then do not depend on the machine, and
-            # threads do not spin against each other on busy cores (3.6 s of training took 37.9 s so)
-            **dict.fromkeys(SINGLE_THREAD_ENV, "1"),
-        }
-        for key in ("VISION_AUTOGRADER_CACHE", "FASHION_MNIST_DIR", "MNIST_NPZ", "OPENBLAS_CORETYPE",
-                    "OPENBLAS_L2_SIZE"):
-            if key in os.environ:
-                env[key] = os.environ[key]
+        env = _student_env(self.workdir)
         kwargs: dict[str, Any] = {}
         _libc()
         if self.user is not None:
@@ -571,6 +555,28 @@ WALL_FACTOR = 4.0
 INTERRUPT_GRACE_SECONDS = 5.0
 #: The environment that gives torch (OpenMP, MKL) and NumPy's OpenBLAS one thread.
 SINGLE_THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+
+
+def _student_env(workdir: Path) -> dict[str, str]:
+    """The student process's environment, its scratch folder ``workdir`` as home and temporary folder."""
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(workdir),
+        "TMPDIR": str(workdir),  # temporary files in the private folder, not the shared /tmp
+        "MPLBACKEND": "Agg",
+        "PYTHONHASHSEED": "0",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "LANG": "C.UTF-8",
+        # one thread for torch and the BLAS libraries, whatever the machine's core count, unless a cell asks
+        # for more (torch.set_num_threads): results and CPU seconds then do not depend on the machine, and
+        # threads do not spin against each other on busy cores (3.6 s of training took 37.9 s so)
+        **dict.fromkeys(SINGLE_THREAD_ENV, "1"),
+    }
+    for key in ("VISION_AUTOGRADER_CACHE", "FASHION_MNIST_DIR", "MNIST_NPZ", "OPENBLAS_CORETYPE",
+                "OPENBLAS_L2_SIZE"):
+        if key in os.environ:
+            env[key] = os.environ[key]
+    return env
 
 
 class TreeCpu:
@@ -2008,6 +2014,7 @@ def grade_submission(autograder_zip: Path, submission: Path, results_path: Path,
     from autograder.grading_errors import GradingError, cause_of, grading_error_results
 
     started = time.monotonic()
+    zygote.start_template(_student_env(Path("/")))  # its imports overlap the judge's preparations
     # the judge's own computations (references, retrainings, checks) on one thread, as the student's run: the
     # same results on any machine, and no threads spinning against each other on busy cores
     torch.set_num_threads(1)

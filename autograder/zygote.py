@@ -48,6 +48,8 @@ PRELOADED = ("numpy", "torch", "torchvision", "matplotlib", "matplotlib.pyplot",
 #: Largest message between the judge and the template (the student's environment is the largest).
 MAX_MESSAGE = 1 << 16
 PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS = 1, 38
+#: The student environment's variables the template leaves out (set in each student process).
+PER_STUDENT_ENV = ("HOME", "TMPDIR", "VISION_AUTOGRADER_CACHE", "FASHION_MNIST_DIR", "MNIST_NPZ")
 
 
 # -- the judge's side
@@ -93,7 +95,7 @@ class Template:
 
         libc = ctypes.CDLL(None, use_errno=True)  # loaded before the fork: preexec_fn imports nothing
         judge_end, template_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        self.sock = judge_end
+        self.sock, self.env = judge_end, env
         self.ready = False
         try:
             self.proc = subprocess.Popen(
@@ -143,12 +145,13 @@ def start_template(env: dict[str, str]) -> None:
     """Start this process's template now, in the background, with the student process's
     environment ``env`` (its imports then overlap the judge's own work); nothing if one runs."""
     global _TEMPLATE
-    if _TEMPLATE is not None and _TEMPLATE.alive() or _COLD_BECAUSE is not None:
+    wanted = _template_env(env)
+    if _COLD_BECAUSE is not None or _TEMPLATE is not None and _TEMPLATE.alive() and _TEMPLATE.env == wanted:
         return
-    if _TEMPLATE is not None:
+    if _TEMPLATE is not None:  # ended, or started with other settings
         _TEMPLATE.stop()
     try:
-        _TEMPLATE = Template(_template_env(env))
+        _TEMPLATE = Template(wanted)
     except OSError as err:
         _go_cold(f"it could not be started ({err})")
 
@@ -188,11 +191,11 @@ def reset() -> None:
 
 
 def _template_env(env: dict[str, str]) -> dict[str, str]:
-    """The student's environment without its scratch folder, which the template does not know:
-    what the interpreter reads as it starts (``PYTHONHASHSEED``...) and the libraries read as they
-    load (threads, backend) is the student process's; ``HOME`` (matplotlib's font cache) is the
-    judge's."""
-    return {**{k: v for k, v in env.items() if k not in ("HOME", "TMPDIR")},
+    """The student's environment without its scratch folder and data folders, which the template
+    does not know and no import reads: what the interpreter reads as it starts (``PYTHONHASHSEED``)
+    and the libraries read as they load (threads, backend) is the student process's; ``HOME``
+    (matplotlib's font cache) is the judge's."""
+    return {**{k: v for k, v in env.items() if k not in PER_STUDENT_ENV},
             "HOME": os.environ.get("HOME", "/")}
 
 
