@@ -272,12 +272,17 @@ class StudentProcess:
         _libc()
         if self.user is not None:
             kwargs.update(user=self.user.pw_uid, group=self.user.pw_gid, extra_groups=[])
+        if self.user is not None:  # before it runs a cell: every process it starts stays in the group
+            self.cpu_group = self.cpu_group or _cpu_group()
+            if self.cpu_group is not None and _group_cpu_seconds(self.cpu_group) is None and _cpuacct_parent():
+                self.cpuacct_group = self.cpuacct_group or _cpu_group(_cpuacct_parent())
+        groups = [group for group in (self.cpu_group, self.cpuacct_group) if group is not None]
         _become_subreaper()  # the warm student process (forked by the template) is re-parented here
         ready_within = self.limits.startup_seconds * WALL_FACTOR  # for the template's imports, once
         if self.deadline_at is not None:
             ready_within = max(1.0, min(ready_within, self.deadline_at - time.monotonic()))
-        self.proc = zygote.spawn(student_end, zygote.student_spec(self.workdir, env, self.user, MAX_FILES_LOOKED_AT),
-                                 env, ready_within)
+        spec = zygote.student_spec(self.workdir, env, self.user, MAX_FILES_LOOKED_AT, groups)
+        self.proc = zygote.spawn(student_end, spec, env, ready_within)
         if self.proc is None:  # the cold start
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "autograder.worker", str(student_end.fileno())],
@@ -286,17 +291,21 @@ class StudentProcess:
                 preexec_fn=_limit_resources_as_other_user if self.user is not None else _limit_resources,
                 **kwargs)
         _first_for_the_oom_killer(self.proc.pid)
-        if self.user is not None:  # before it runs a cell: every process it starts stays in the group
-            self.cpu_group = self.cpu_group or _cpu_group()
-            _join_cpu_group(self.cpu_group, self.proc.pid)
-            if self.cpu_group is not None and _group_cpu_seconds(self.cpu_group) is None and _cpuacct_parent():
-                self.cpuacct_group = self.cpuacct_group or _cpu_group(_cpuacct_parent())
-                _join_cpu_group(self.cpuacct_group, self.proc.pid)
+        for group in groups:  # the warm student process joined them itself, before it dropped privileges
+            _join_cpu_group(group, self.proc.pid)
         self._tree_cpu = TreeCpu()
         student_end.close()
         self.sock = judge_end
         self.generation += 1
-        header, _ = self._wait(self.limits.startup_seconds, what="starting the student process")
+        warm = isinstance(self.proc, zygote.Forked)
+        try:
+            header, _ = self._wait(self.limits.startup_seconds, what="starting the student process")
+        except StudentFailure as failure:
+            if not warm:
+                raise
+            zygote.go_cold(f"a forked student process did not start: {failure}")  # no cell had run
+            self.generation -= 1
+            return self.start()
         if header.get("op") != "ready":
             raise StudentFailure("the student process did not start properly")
 

@@ -153,7 +153,7 @@ def start_template(env: dict[str, str]) -> None:
     try:
         _TEMPLATE = Template(wanted)
     except OSError as err:
-        _go_cold(f"it could not be started ({err})")
+        go_cold(f"it could not be started ({err})")
 
 
 def spawn(channel_end: socket.socket, spec: dict, env: dict[str, str],
@@ -168,11 +168,12 @@ def spawn(channel_end: socket.socket, spec: dict, env: dict[str, str],
     try:
         return _TEMPLATE.spawn(channel_end, spec, startup_seconds)
     except (OSError, ValueError) as err:
-        _go_cold(f"{type(err).__name__}: {err}" if str(err) else type(err).__name__)
+        go_cold(f"{type(err).__name__}: {err}" if str(err) else type(err).__name__)
         return None
 
 
-def _go_cold(reason: str) -> None:
+def go_cold(reason: str) -> None:
+    """Stop the template and start student processes cold from now on, saying why on stderr."""
     global _TEMPLATE, _COLD_BECAUSE
     _COLD_BECAUSE = reason
     print(f"autograder: the warm student-process template is not available ({reason}); "
@@ -310,6 +311,15 @@ def _set_up(spec: dict, channel_fd: int, control_fd: int) -> None:
         found = getattr(matplotlib, name)
         if hasattr(found, "__wrapped__") and hasattr(matplotlib, "_logged_cached"):
             setattr(matplotlib, name, matplotlib._logged_cached(f"{name}=%s", found.__wrapped__))
+    # as root, before any cell runs (the judge does both again, as for a cold start): its processes
+    # count in the groups, and are the first the out-of-memory killer stops
+    for path, text in [*((procs, str(os.getpid())) for procs in spec.get("groups", [])),
+                       ("/proc/self/oom_score_adj", "1000")]:
+        try:
+            with open(path, "w") as f:
+                f.write(text)
+        except OSError:
+            pass
     if spec.get("uid") is not None:
         os.setgroups([])
         os.setgid(int(spec["gid"]))
@@ -328,10 +338,13 @@ def _set_up(spec: dict, channel_fd: int, control_fd: int) -> None:
             pass
 
 
-def student_spec(workdir: Path, env: dict[str, str], user: Any, max_files: int) -> dict:
+def student_spec(workdir: Path, env: dict[str, str], user: Any, max_files: int,
+                 groups: list[Path]) -> dict:
     """The request for one student process (:func:`_set_up`) from what the cold start passes to
-    ``Popen``: ``user`` a passwd entry or ``None`` (same user as the judge)."""
+    ``Popen``: ``user`` a passwd entry or ``None`` (same user as the judge), ``groups`` the control
+    groups it joins."""
     return {"judge_pid": os.getpid(), "cwd": str(workdir), "env": env,
+            "groups": [str(group / "cgroup.procs") for group in groups],
             "uid": None if user is None else user.pw_uid, "gid": None if user is None else user.pw_gid,
             "rlimits": student_rlimits(user is not None, max_files)}
 
