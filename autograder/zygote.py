@@ -48,6 +48,8 @@ PRELOADED = ("numpy", "torch", "torchvision", "matplotlib", "matplotlib.pyplot",
 #: Largest message between the judge and the template (the student's environment is the largest).
 MAX_MESSAGE = 1 << 16
 PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS = 1, 38
+#: Set to ``1``, student processes start cold (to measure what the warm start saves).
+COLD_START_ENV = "VISION_AUTOGRADER_COLD_START"
 #: The student environment's variables the template leaves out (set in each student process).
 PER_STUDENT_ENV = ("HOME", "TMPDIR", "VISION_AUTOGRADER_CACHE", "FASHION_MNIST_DIR", "MNIST_NPZ")
 
@@ -152,7 +154,7 @@ def start_template(env: dict[str, str]) -> None:
     environment ``env`` (its imports then overlap the judge's own work); nothing if one runs."""
     global _TEMPLATE
     wanted = _template_env(env)
-    if _COLD_BECAUSE is not None or _TEMPLATE is not None and _TEMPLATE.alive() and _TEMPLATE.env == wanted:
+    if os.environ.get(COLD_START_ENV) == "1" or _COLD_BECAUSE is not None or _TEMPLATE is not None and _TEMPLATE.alive() and _TEMPLATE.env == wanted:
         return
     if _TEMPLATE is not None:  # ended, or started with other settings
         _TEMPLATE.stop()
@@ -166,7 +168,7 @@ def spawn(channel_end: socket.socket, spec: dict, env: dict[str, str],
           startup_seconds: float) -> Forked | None:
     """A student process forked from the template (started now if it is not running), or ``None``
     when the warm start is not available: the caller starts it cold."""
-    if _COLD_BECAUSE is not None:
+    if _COLD_BECAUSE is not None or os.environ.get(COLD_START_ENV) == "1":
         return None
     start_template(env)
     if _TEMPLATE is None:
