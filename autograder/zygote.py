@@ -101,7 +101,7 @@ class Template:
     def __init__(self, env: dict[str, str]):
         import ctypes
 
-        libc = ctypes.CDLL(None, use_errno=True)  # loaded before the fork: preexec_fn imports nothing
+        libc = ctypes.CDLL(None, use_errno=True)  # before the fork: preexec_fn imports nothing
         judge_end, template_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.sock, self.env = judge_end, env
         self.ready = False
@@ -154,7 +154,9 @@ def start_template(env: dict[str, str]) -> None:
     environment ``env`` (its imports then overlap the judge's own work); nothing if one runs."""
     global _TEMPLATE
     wanted = _template_env(env)
-    if os.environ.get(COLD_START_ENV) == "1" or _COLD_BECAUSE is not None or _TEMPLATE is not None and _TEMPLATE.alive() and _TEMPLATE.env == wanted:
+    if os.environ.get(COLD_START_ENV) == "1" or _COLD_BECAUSE is not None:
+        return
+    if _TEMPLATE is not None and _TEMPLATE.alive() and _TEMPLATE.env == wanted:
         return
     if _TEMPLATE is not None:  # ended, or started with other settings
         _TEMPLATE.stop()
@@ -241,7 +243,7 @@ def main(fd: int) -> None:
             if len(fds) != 1:
                 raise ValueError(f"expected one descriptor, got {len(fds)}")
             threads = len(os.listdir("/proc/self/task"))
-            if threads != 1:  # a fork copies only the calling thread: locks held by others stay held
+            if threads != 1:  # a fork copies only the calling thread: others' locks stay held
                 raise ValueError(f"the template runs {threads} threads; it forks only with one")
             pid = _fork_student(json.loads(data), fds[0], sock.fileno())
             reply = {"pid": pid}
@@ -313,7 +315,7 @@ def _set_up(spec: dict, channel_fd: int, control_fd: int) -> None:
     os.environ.clear()
     os.environ.update(spec["env"])
     tempfile.tempdir = None  # from the new TMPDIR
-    sys.path[0] = spec["cwd"]  # as ``python -m`` started in it: the notebook imports its support files
+    sys.path[0] = spec["cwd"]  # as ``python -m`` started there: the notebook imports its files
     importlib.invalidate_caches()
     for name in ("get_configdir", "get_cachedir"):  # memoized: found again from the new HOME
         found = getattr(matplotlib, name)
@@ -353,7 +355,8 @@ def student_spec(workdir: Path, env: dict[str, str], user: Any, max_files: int,
     groups it joins."""
     return {"judge_pid": os.getpid(), "cwd": str(workdir), "env": env,
             "groups": [str(group / "cgroup.procs") for group in groups],
-            "uid": None if user is None else user.pw_uid, "gid": None if user is None else user.pw_gid,
+            "uid": None if user is None else user.pw_uid,
+            "gid": None if user is None else user.pw_gid,
             "rlimits": student_rlimits(user is not None, max_files)}
 
 

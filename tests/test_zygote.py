@@ -1,11 +1,11 @@
 """The warm start (:mod:`autograder.zygote`): the student process is forked from a template that has
 imported the libraries, and keeps every guarantee of the cold start.
 
-Each student process imported torch, torchvision, NumPy, matplotlib and IPython anew (seconds of CPU
-and hundreds of MB, at every restart too). These tests check that the forked process is set up as the
-cold one is (user, groups, limits, no new privileges, working folder, module path), cannot reach the
-template or a file only root reads, is stopped with its children, and that grading falls back to the
-cold start when the template is gone.
+Each student process imported torch, torchvision, NumPy, matplotlib and IPython anew (seconds of
+CPU and hundreds of MB, at every restart too). These tests check that the forked process is set up
+as the cold one is (user, groups, limits, no new privileges, working folder, module path), cannot
+reach the template or a file only root reads, is stopped with its children, and that grading falls
+back to the cold start when the template is gone.
 """
 
 from __future__ import annotations
@@ -25,14 +25,16 @@ from autograder.judge import Limits, Session
 
 #: A cell that records what the process was set up with, and whether it started warm.
 PROBE = ("import os, sys\n"
-         "setup = {'warm': 'torchvision' in sys.modules, 'cwd': os.getcwd(), 'path0': sys.path[0],\n"
-         "         'home': os.environ.get('HOME'), 'judge_modules': sorted(\n"
-         "             m for m in sys.modules if m.startswith(('autograder.judge', 'autograder.checks')))}\n")
+         "setup = {'warm': 'torchvision' in sys.modules, 'cwd': os.getcwd(),\n"
+         "         'path0': sys.path[0], 'home': os.environ.get('HOME'), 'judge_modules': sorted(\n"
+         "             m for m in sys.modules\n"
+         "             if m.startswith(('autograder.judge', 'autograder.checks')))}\n")
 
 
 @pytest.fixture
 def sandbox():
-    """``(user, workdir)``: the sandbox user ``nobody`` and a scratch folder it owns, removed afterwards."""
+    """``(user, workdir)``: the sandbox user ``nobody`` and a scratch folder it owns, removed
+    afterwards."""
     if os.geteuid() != 0:
         pytest.skip("the student process runs as a sandbox user only when grading runs as root")
     user = pwd.getpwnam("nobody")
