@@ -52,7 +52,7 @@ from typing import Any, Callable, Iterator
 if __name__ == "__main__":  # the judge's own process: one thread for torch and NumPy's BLAS, set before they load
     os.environ.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
 
-from autograder import channel, checks, private_dirs  # noqa: E402 - after the threads are set
+from autograder import channel, checks, private_dirs, zygote  # noqa: E402 - after the threads are set
 from autograder.rebound import KindWatch, NotebookMap, map_notebook  # noqa: E402
 from autograder.judge_interface import GRADING_ERROR_FILE, Limits, question_order  # noqa: E402,F401 (this module's API)
 
@@ -267,45 +267,45 @@ class StudentProcess:
             self.staged = SharedMemoryKept({(info.st_dev, info.st_ino): 0 for _, _, info, _ in _walk_shared_memory(
                 self.user.pw_uid, bounded=False, folder=str(self.workdir))})
         judge_end, student_end = socket.socketpair()
-        env = {
-            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-            "HOME": str(self.workdir),
-            "TMPDIR": str(self.workdir),  # temporary files in the private folder, not the shared /tmp
-            "MPLBACKEND": "Agg",
-            "PYTHONHASHSEED": "0",
-            "PYTHONDONTWRITEBYTECODE": "1",
-            "LANG": "C.UTF-8",
-            # one thread for torch and the BLAS libraries, whatever the machine's core count, unless a cell asks
-            # for more (torch.set_num_threads): results and CPU seconds then do not depend on the machine, and
-            # threads do not spin against each other on busy cores (3.6 s of training took 37.9 s so)
-            **dict.fromkeys(SINGLE_THREAD_ENV, "1"),
-        }
-        for key in ("VISION_AUTOGRADER_CACHE", "FASHION_MNIST_DIR", "MNIST_NPZ", "OPENBLAS_CORETYPE",
-                    "OPENBLAS_L2_SIZE"):
-            if key in os.environ:
-                env[key] = os.environ[key]
+        env = _student_env(self.workdir)
         kwargs: dict[str, Any] = {}
         _libc()
         if self.user is not None:
             kwargs.update(user=self.user.pw_uid, group=self.user.pw_gid, extra_groups=[])
-            _become_subreaper()
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "autograder.worker", str(student_end.fileno())],
-            cwd=self.workdir, env=env, pass_fds=(student_end.fileno(),), stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-            preexec_fn=_limit_resources_as_other_user if self.user is not None else _limit_resources, **kwargs)
-        _first_for_the_oom_killer(self.proc.pid)
         if self.user is not None:  # before it runs a cell: every process it starts stays in the group
             self.cpu_group = self.cpu_group or _cpu_group()
-            _join_cpu_group(self.cpu_group, self.proc.pid)
             if self.cpu_group is not None and _group_cpu_seconds(self.cpu_group) is None and _cpuacct_parent():
                 self.cpuacct_group = self.cpuacct_group or _cpu_group(_cpuacct_parent())
-                _join_cpu_group(self.cpuacct_group, self.proc.pid)
+        groups = [group for group in (self.cpu_group, self.cpuacct_group) if group is not None]
+        _become_subreaper()  # the warm student process (forked by the template) is re-parented here
+        ready_within = self.limits.startup_seconds * WALL_FACTOR  # for the template's imports, once
+        if self.deadline_at is not None:
+            ready_within = max(1.0, min(ready_within, self.deadline_at - time.monotonic()))
+        spec = zygote.student_spec(self.workdir, env, self.user, MAX_FILES_LOOKED_AT, groups)
+        self.proc = zygote.spawn(student_end, spec, env, ready_within)
+        if self.proc is None:  # the cold start
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "autograder.worker", str(student_end.fileno())],
+                cwd=self.workdir, env=env, pass_fds=(student_end.fileno(),), stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+                preexec_fn=_limit_resources_as_other_user if self.user is not None else _limit_resources,
+                **kwargs)
+        _first_for_the_oom_killer(self.proc.pid)
+        for group in groups:  # the warm student process joined them itself, before it dropped privileges
+            _join_cpu_group(group, self.proc.pid)
         self._tree_cpu = TreeCpu()
         student_end.close()
         self.sock = judge_end
         self.generation += 1
-        header, _ = self._wait(self.limits.startup_seconds, what="starting the student process")
+        warm = isinstance(self.proc, zygote.Forked)
+        try:
+            header, _ = self._wait(self.limits.startup_seconds, what="starting the student process")
+        except StudentFailure as failure:
+            if not warm:
+                raise
+            zygote.go_cold(f"a forked student process did not start: {failure}")  # no cell had run
+            self.generation -= 1
+            return self.start()
         if header.get("op") != "ready":
             raise StudentFailure("the student process did not start properly")
 
@@ -564,6 +564,28 @@ WALL_FACTOR = 4.0
 INTERRUPT_GRACE_SECONDS = 5.0
 #: The environment that gives torch (OpenMP, MKL) and NumPy's OpenBLAS one thread.
 SINGLE_THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+
+
+def _student_env(workdir: Path) -> dict[str, str]:
+    """The student process's environment, its scratch folder ``workdir`` as home and temporary folder."""
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(workdir),
+        "TMPDIR": str(workdir),  # temporary files in the private folder, not the shared /tmp
+        "MPLBACKEND": "Agg",
+        "PYTHONHASHSEED": "0",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "LANG": "C.UTF-8",
+        # one thread for torch and the BLAS libraries, whatever the machine's core count, unless a cell asks
+        # for more (torch.set_num_threads): results and CPU seconds then do not depend on the machine, and
+        # threads do not spin against each other on busy cores (3.6 s of training took 37.9 s so)
+        **dict.fromkeys(SINGLE_THREAD_ENV, "1"),
+    }
+    for key in ("VISION_AUTOGRADER_CACHE", "FASHION_MNIST_DIR", "MNIST_NPZ", "OPENBLAS_CORETYPE",
+                "OPENBLAS_L2_SIZE"):
+        if key in os.environ:
+            env[key] = os.environ[key]
+    return env
 
 
 class TreeCpu:
@@ -2001,6 +2023,7 @@ def grade_submission(autograder_zip: Path, submission: Path, results_path: Path,
     from autograder.grading_errors import GradingError, cause_of, grading_error_results
 
     started = time.monotonic()
+    zygote.start_template(_student_env(Path("/")))  # its imports overlap the judge's preparations
     # the judge's own computations (references, retrainings, checks) on one thread, as the student's run: the
     # same results on any machine, and no threads spinning against each other on busy cores
     torch.set_num_threads(1)

@@ -1,0 +1,364 @@
+"""A warm start for the student process: a template that has imported the libraries forks it.
+
+The judge starts one **template** (``python -m autograder.zygote FD``, a fresh
+interpreter with the student process's environment), which imports torch,
+torchvision, NumPy, matplotlib (pyplot, its fonts loaded) and IPython with one
+thread, and then only forks on the judge's request. It reads nothing secret:
+it is not a fork of the judge, it never opens the autograder's files, and it
+imports no module of :data:`autograder.judge.PRIVATE_DIRS` (not even
+:mod:`autograder.judge`, which imports ``autograder.checks``).
+
+For each student process the judge sends, over a ``SOCK_SEQPACKET`` socket
+pair, what the cold start passes to ``subprocess.Popen`` (user, working
+folder, environment, resource limits) and the student's end of the channel
+(``SCM_RIGHTS``). The template forks an intermediate process, which forks the
+student process and exits: the student process is re-parented to the judge,
+a child subreaper (``PR_SET_CHILD_SUBREAPER``), so the judge waits for it and
+reads its exit code as for a process it started, and its orphans come to the
+judge. The student process then sets up what the cold start's ``Popen`` and
+``preexec_fn`` set up, in the same order: its own session and process group,
+no descriptor but the channel, the working folder, the environment, no
+supplementary groups, the sandbox group and user, then (as that user) the
+parent-death signal, ``PR_SET_NO_NEW_PRIVS`` and the resource limits; and it
+runs :func:`autograder.worker.main`. The judge joins it to the CPU group and
+sets its ``oom_score_adj`` as for a cold start, before any cell runs.
+
+The judge falls back to the cold start (``python -m autograder.worker``), and
+says so on its standard error, whenever the template cannot start, is not
+ready within the startup limit, has died, or answers anything else.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+#: What the template imports before it forks: the libraries a notebook and the worker load.
+PRELOADED = ("numpy", "torch", "torchvision", "matplotlib", "matplotlib.pyplot", "IPython",
+             "IPython.core.interactiveshell", "autograder.channel", "autograder.kinds",
+             "autograder.worker")
+#: Largest message between the judge and the template (the student's environment is the largest).
+MAX_MESSAGE = 1 << 16
+PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS = 1, 38
+#: Set to ``1``, student processes start cold (to measure what the warm start saves).
+COLD_START_ENV = "VISION_AUTOGRADER_COLD_START"
+#: The student environment's variables the template leaves out (set in each student process).
+PER_STUDENT_ENV = ("HOME", "TMPDIR", "VISION_AUTOGRADER_CACHE", "FASHION_MNIST_DIR", "MNIST_NPZ")
+
+
+# -- the judge's side
+class Forked:
+    """The student process forked by the template, re-parented to the judge: the part of
+    ``subprocess.Popen`` that :class:`autograder.judge.StudentProcess` uses."""
+
+    def __init__(self, pid: int):
+        self.pid, self.returncode = pid, None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            try:
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:  # reaped elsewhere: ended, its code unknown
+                self.returncode = -signal.SIGKILL
+                return self.returncode
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        end = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if end is not None and time.monotonic() > end:
+                raise subprocess.TimeoutExpired(f"student process {self.pid}", timeout)
+            time.sleep(0.005)
+        return self.returncode
+
+    def send_signal(self, sig: int) -> None:
+        if self.poll() is None:
+            try:
+                os.kill(self.pid, sig)
+            except ProcessLookupError:
+                pass
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+
+class Template:
+    """The template process and the judge's end of its socket."""
+
+    def __init__(self, env: dict[str, str]):
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)  # before the fork: preexec_fn imports nothing
+        judge_end, template_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.sock, self.env = judge_end, env
+        self.ready = False
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "autograder.zygote", str(template_end.fileno())],
+                cwd="/", env=env, pass_fds=(template_end.fileno(),), stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+                preexec_fn=lambda: libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0))
+        finally:
+            template_end.close()
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def _receive(self, timeout: float) -> dict:
+        self.sock.settimeout(timeout)
+        data = self.sock.recv(MAX_MESSAGE)
+        if not data:
+            raise ConnectionError("the template ended")
+        return json.loads(data)
+
+    def spawn(self, channel_end: socket.socket, spec: dict, startup_seconds: float) -> Forked:
+        """Fork a student process set up as ``spec`` says (:func:`_become_student`), talking on
+        ``channel_end``. Raises ``OSError`` or ``ValueError`` when the template cannot."""
+        if not self.ready:
+            if self._receive(startup_seconds).get("op") != "ready":
+                raise ValueError("the template did not say it was ready")
+            self.ready = True
+        socket.send_fds(self.sock, [json.dumps(spec).encode()], [channel_end.fileno()])
+        reply = self._receive(30.0)
+        if "pid" not in reply:
+            raise ValueError(reply.get("error", "no pid in the template's reply"))
+        return Forked(int(reply["pid"]))
+
+    def stop(self) -> None:
+        self.sock.close()
+        if self.alive():
+            self.proc.kill()
+        self.proc.wait()
+
+
+_TEMPLATE: Template | None = None
+#: why the warm start is not used in this process (``None``: it is, or has not been tried)
+_COLD_BECAUSE: str | None = None
+
+
+def start_template(env: dict[str, str]) -> None:
+    """Start this process's template now, in the background, with the student process's
+    environment ``env`` (its imports then overlap the judge's own work); nothing if one runs."""
+    global _TEMPLATE
+    wanted = _template_env(env)
+    if os.environ.get(COLD_START_ENV) == "1" or _COLD_BECAUSE is not None:
+        return
+    if _TEMPLATE is not None and _TEMPLATE.alive() and _TEMPLATE.env == wanted:
+        return
+    if _TEMPLATE is not None:  # ended, or started with other settings
+        _TEMPLATE.stop()
+    try:
+        _TEMPLATE = Template(wanted)
+    except OSError as err:
+        go_cold(f"it could not be started ({err})")
+
+
+def spawn(channel_end: socket.socket, spec: dict, env: dict[str, str],
+          startup_seconds: float) -> Forked | None:
+    """A student process forked from the template (started now if it is not running), or ``None``
+    when the warm start is not available: the caller starts it cold."""
+    if _COLD_BECAUSE is not None or os.environ.get(COLD_START_ENV) == "1":
+        return None
+    start_template(env)
+    if _TEMPLATE is None:
+        return None
+    try:
+        return _TEMPLATE.spawn(channel_end, spec, startup_seconds)
+    except (OSError, ValueError) as err:
+        go_cold(f"{type(err).__name__}: {err}" if str(err) else type(err).__name__)
+        return None
+
+
+def go_cold(reason: str) -> None:
+    """Stop the template and start student processes cold from now on, saying why on stderr."""
+    global _TEMPLATE, _COLD_BECAUSE
+    _COLD_BECAUSE = reason
+    print(f"autograder: the warm student-process template is not available ({reason}); "
+          "student processes start cold (slower, graded the same)", file=sys.stderr, flush=True)
+    if _TEMPLATE is not None:
+        _TEMPLATE.stop()
+        _TEMPLATE = None
+
+
+def reset() -> None:
+    """Stop the template and forget why the warm start failed (tests)."""
+    global _TEMPLATE, _COLD_BECAUSE
+    if _TEMPLATE is not None:
+        _TEMPLATE.stop()
+    _TEMPLATE, _COLD_BECAUSE = None, None
+
+
+def _template_env(env: dict[str, str]) -> dict[str, str]:
+    """The student's environment without its scratch folder and data folders, which the template
+    does not know and no import reads: what the interpreter reads as it starts (``PYTHONHASHSEED``)
+    and the libraries read as they load (threads, backend) is the student process's; ``HOME``
+    (matplotlib's font cache) is the judge's."""
+    return {**{k: v for k, v in env.items() if k not in PER_STUDENT_ENV},
+            "HOME": os.environ.get("HOME", "/")}
+
+
+def student_rlimits(sandboxed: bool, max_files: int) -> list[tuple[int, int]]:
+    """The resource limits of the student process, as :func:`autograder.judge._limit_resources`
+    (and ``_as_other_user`` when ``sandboxed``) set them: no core dumps, files of at most 512 MB,
+    ``max_files`` open files, at most 256 processes of the sandbox user."""
+    limits = [(resource.RLIMIT_CORE, 0), (resource.RLIMIT_FSIZE, 512 * 1024 * 1024),
+              (resource.RLIMIT_NOFILE, max_files)]
+    return limits + [(resource.RLIMIT_NPROC, 256)] if sandboxed else limits
+
+
+# -- the template's side
+def main(fd: int) -> None:
+    """The template: import, say ready, then fork one student process per request until the judge
+    closes the socket."""
+    import gc
+    import importlib
+
+    for name in PRELOADED:
+        importlib.import_module(name)
+    gc.collect()
+    gc.freeze()  # the collector then leaves the imported objects' pages shared with the children
+    sock = socket.socket(fileno=fd)
+    sock.send(json.dumps({"op": "ready"}).encode())
+    while True:
+        try:
+            data, fds, _, _ = socket.recv_fds(sock, MAX_MESSAGE, 1)
+        except OSError:
+            return
+        if not data:
+            return
+        try:
+            if len(fds) != 1:
+                raise ValueError(f"expected one descriptor, got {len(fds)}")
+            threads = len(os.listdir("/proc/self/task"))
+            if threads != 1:  # a fork copies only the calling thread: others' locks stay held
+                raise ValueError(f"the template runs {threads} threads; it forks only with one")
+            pid = _fork_student(json.loads(data), fds[0], sock.fileno())
+            reply = {"pid": pid}
+        except Exception as err:  # noqa: BLE001 - the judge then starts the student process cold
+            reply = {"error": f"{type(err).__name__}: {err}"}
+        finally:
+            for extra in fds:
+                os.close(extra)
+        sock.send(json.dumps(reply).encode())
+
+
+def _fork_student(spec: dict, channel_fd: int, control_fd: int) -> int:
+    """Fork an intermediate that forks the student process and exits; the student's pid."""
+    read_end, write_end = os.pipe()
+    middle = os.fork()
+    if middle == 0:
+        try:
+            os.close(read_end)
+            student = os.fork()
+            if student == 0:
+                os.close(write_end)
+                _become_student(spec, channel_fd, control_fd)  # never returns
+            os.write(write_end, str(student).encode())
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as pipe:
+        text = pipe.read()
+    os.waitpid(middle, 0)  # once it has exited, the student process is the judge's
+    if not text.isdigit():
+        raise OSError("the intermediate process did not fork the student process")
+    return int(text)
+
+
+def _become_student(spec: dict, channel_fd: int, control_fd: int) -> None:
+    """In the forked student process: set up as the cold start does, then run the worker."""
+    try:
+        _set_up(spec, channel_fd, control_fd)
+        from autograder import worker
+
+        sys.argv = [worker.__file__, str(channel_fd)]
+        worker.main(channel_fd)
+    except BaseException:  # noqa: BLE001 - nothing may return into the template's loop
+        os._exit(1)
+    os._exit(0)
+
+
+def _set_up(spec: dict, channel_fd: int, control_fd: int) -> None:
+    import ctypes
+    import importlib
+    import tempfile
+
+    import matplotlib
+
+    os.close(control_fd)  # the template's socket: the student never talks to the template
+    judge, middle = int(spec["judge_pid"]), os.getppid()
+    while os.getppid() == middle:  # until the intermediate has exited
+        time.sleep(0.001)
+    if os.getppid() != judge:
+        os._exit(1)  # the judge is not a subreaper, or has died
+    os.setsid()
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for std in (0, 1, 2):
+        os.dup2(devnull, std)
+    os.closerange(3, channel_fd)
+    most = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    os.closerange(channel_fd + 1, most if most != resource.RLIM_INFINITY else 1 << 20)
+    os.chdir(spec["cwd"])
+    os.environ.clear()
+    os.environ.update(spec["env"])
+    tempfile.tempdir = None  # from the new TMPDIR
+    sys.path[0] = spec["cwd"]  # as ``python -m`` started there: the notebook imports its files
+    importlib.invalidate_caches()
+    for name in ("get_configdir", "get_cachedir"):  # memoized: found again from the new HOME
+        found = getattr(matplotlib, name)
+        if hasattr(found, "__wrapped__") and hasattr(matplotlib, "_logged_cached"):
+            setattr(matplotlib, name, matplotlib._logged_cached(f"{name}=%s", found.__wrapped__))
+    # as root, before any cell runs (the judge does both again, as for a cold start): its processes
+    # count in the groups, and are the first the out-of-memory killer stops
+    for path, text in [*((procs, str(os.getpid())) for procs in spec.get("groups", [])),
+                       ("/proc/self/oom_score_adj", "1000")]:
+        try:
+            with open(path, "w") as f:
+                f.write(text)
+        except OSError:
+            pass
+    if spec.get("uid") is not None:
+        os.setgroups([])
+        os.setgid(int(spec["gid"]))
+        os.setuid(int(spec["uid"]))
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)  # after setuid, which clears it
+    if os.getppid() != judge:
+        os._exit(1)  # the judge died before the signal was set
+    libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+    for limit, value in spec["rlimits"]:
+        try:
+            hard = resource.getrlimit(limit)[1]
+            value = value if hard == resource.RLIM_INFINITY else min(value, hard)
+            resource.setrlimit(limit, (value, value))
+        except (ValueError, OSError):
+            pass
+
+
+def student_spec(workdir: Path, env: dict[str, str], user: Any, max_files: int,
+                 groups: list[Path]) -> dict:
+    """The request for one student process (:func:`_set_up`) from what the cold start passes to
+    ``Popen``: ``user`` a passwd entry or ``None`` (same user as the judge), ``groups`` the control
+    groups it joins."""
+    return {"judge_pid": os.getpid(), "cwd": str(workdir), "env": env,
+            "groups": [str(group / "cgroup.procs") for group in groups],
+            "uid": None if user is None else user.pw_uid,
+            "gid": None if user is None else user.pw_gid,
+            "rlimits": student_rlimits(user is not None, max_files)}
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]))

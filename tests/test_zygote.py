@@ -1,0 +1,199 @@
+"""The warm start (:mod:`autograder.zygote`): the student process is forked from a template that has
+imported the libraries, and keeps every guarantee of the cold start.
+
+Each student process imported torch, torchvision, NumPy, matplotlib and IPython anew (seconds of
+CPU and hundreds of MB, at every restart too). These tests check that the forked process is set up
+as the cold one is (user, groups, limits, no new privileges, working folder, module path), cannot
+reach the template or a file only root reads, is stopped with its children, and that grading falls
+back to the cold start when the template is gone.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from autograder import judge, zygote
+from autograder.judge import Limits, Session
+
+#: A cell that records what the process was set up with, and whether it started warm.
+PROBE = ("import os, sys\n"
+         "setup = {'warm': 'torchvision' in sys.modules, 'cwd': os.getcwd(),\n"
+         "         'path0': sys.path[0], 'home': os.environ.get('HOME'), 'judge_modules': sorted(\n"
+         "             m for m in sys.modules\n"
+         "             if m.startswith(('autograder.judge', 'autograder.checks')))}\n")
+
+
+@pytest.fixture
+def sandbox():
+    """``(user, workdir)``: the sandbox user ``nobody`` and a scratch folder it owns, removed
+    afterwards."""
+    if os.geteuid() != 0:
+        pytest.skip("the student process runs as a sandbox user only when grading runs as root")
+    user = pwd.getpwnam("nobody")
+    parent = Path(tempfile.mkdtemp(prefix="sandboxed-"))
+    parent.chmod(0o711)
+    workdir = parent / "work"
+    workdir.mkdir()
+    os.chown(workdir, user.pw_uid, user.pw_gid)
+    yield user, workdir
+    shutil.rmtree(parent, ignore_errors=True)
+
+
+@pytest.fixture
+def fresh_template():
+    """No template from an earlier test, and none left afterwards."""
+    zygote.reset()
+    yield
+    zygote.reset()
+
+
+def _status(pid: int) -> dict[str, str]:
+    fields = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("Uid", "Gid", "Groups", "NoNewPrivs"):
+            fields[key] = value.split()
+    fields["limits"] = Path(f"/proc/{pid}/limits").read_text()
+    fields["oom_score_adj"] = Path(f"/proc/{pid}/oom_score_adj").read_text().strip()
+    fields["session_leader"] = os.getsid(pid) == pid == os.getpgid(pid)
+    fields["parent_is_judge"] = _parent(pid) == os.getpid()
+    fields["cgroup"] = Path(f"/proc/{pid}/cgroup").read_text()
+    return fields
+
+
+def _parent(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+def _started(workdir: Path, user, cells: list[str]) -> Session:
+    session = Session(workdir, cells, Limits(), user, time.monotonic() + 300)
+    session.run_all()
+    return session
+
+
+def test_the_forked_student_process_is_set_up_as_the_cold_one(sandbox, fresh_template):
+    user, workdir = sandbox
+    warm = _started(workdir, user, [PROBE])
+    try:
+        assert isinstance(warm.process.proc, zygote.Forked), "the student process should be forked"
+        warm_status, warm_setup = _status(warm.process.proc.pid), warm.values(["setup"])["setup"]
+    finally:
+        warm.process.stop()
+    zygote.go_cold("this test compares with the cold start")
+    cold = _started(workdir, user, [PROBE])
+    try:
+        assert not isinstance(cold.process.proc, zygote.Forked), "after go_cold, the cold start"
+        cold_status, cold_setup = _status(cold.process.proc.pid), cold.values(["setup"])["setup"]
+    finally:
+        cold.process.stop()
+    assert warm_setup["warm"] and not cold_setup["warm"], (warm_setup, cold_setup)
+    assert warm_setup["judge_modules"] == [], \
+        f"the template imports nothing of the judge's or the checks': {warm_setup['judge_modules']}"
+    for key in ("cwd", "path0", "home"):
+        assert warm_setup[key] == cold_setup[key] == str(workdir), (key, warm_setup, cold_setup)
+    assert warm_status == cold_status, f"warm {warm_status}\ncold {cold_status}"
+    assert warm_status["Uid"][0] == str(user.pw_uid) and warm_status["NoNewPrivs"] == ["1"]
+
+
+#: A cell that tries to reach what only root may: a file, the template's memory, a signal to it.
+REACH = ("import os\n"
+         "reached = []\n"
+         "for what, attempt in [('file', lambda: open(SECRET).read()),\n"
+         "                      ('memory', lambda: open(f'/proc/{TEMPLATE}/environ').read()),\n"
+         "                      ('signal', lambda: os.kill(TEMPLATE, 0))]:\n"
+         "    try:\n"
+         "        attempt()\n"
+         "        reached.append(what)\n"
+         "    except PermissionError:\n"
+         "        pass\n"
+         "sockets = []\n"
+         "for fd in os.listdir('/proc/self/fd'):\n"
+         "    try:\n"
+         "        if os.readlink(f'/proc/self/fd/{fd}').startswith('socket:'):\n"
+         "            sockets.append(int(fd))\n"
+         "    except OSError:\n"
+         "        pass\n")
+
+
+def test_the_forked_student_process_reaches_no_file_or_process_of_roots(sandbox, fresh_template,
+                                                                         tmp_path):
+    user, workdir = sandbox
+    secret = Path(tempfile.mkdtemp(prefix="secret-")) / "hidden"
+    secret.parent.chmod(0o755)
+    secret.write_text("hidden test")
+    secret.chmod(0o600)
+    zygote.start_template(judge._student_env(workdir))
+    template = zygote._TEMPLATE.proc.pid
+    cells = [f"SECRET, TEMPLATE = {str(secret)!r}, {template}\n" + REACH]
+    session = Session(workdir, cells, Limits(), user, time.monotonic() + 300)
+    try:
+        session.run_all()
+        values = session.values(["reached", "sockets"])
+    finally:
+        session.process.stop()
+        shutil.rmtree(secret.parent)
+    assert isinstance(session.process.proc, type(None)), "stopped"
+    assert values["reached"] == [], f"the student process reached: {values['reached']}"
+    assert len(values["sockets"]) == 1, \
+        f"its one socket is the channel, not the template's: {values['sockets']}"
+
+
+#: A cell that starts a grandchild in a session of its own and writes its pid to ``child``.
+ESCAPER = ("import subprocess\n"
+           "child = subprocess.Popen(['sleep', '60'], start_new_session=True)\n"
+           "open('child', 'w').write(str(child.pid))\n")
+
+
+def test_the_forked_student_process_restarts_and_is_stopped_with_its_children(sandbox,
+                                                                              fresh_template):
+    user, workdir = sandbox
+    session = _started(workdir, user, [ESCAPER, "import os\nos._exit(3)", "after = 1"])
+    try:
+        child = int((workdir / "child").read_text())
+        after = session.values(["after"])["after"]
+        assert isinstance(session.process.proc, zygote.Forked), "the restart is forked too"
+        restarted = session.process.proc.pid
+    finally:
+        session.process.stop()
+    assert after == 1, "the cell after the crash runs"
+    assert "exit code 3" in session.records[1].problem, session.records[1]
+    for pid in (child, restarted):
+        assert not Path(f"/proc/{pid}").exists() or _zombie(pid), f"process {pid} outlived the stop"
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+@pytest.mark.parametrize("how", ["cannot_start", "died"])
+def test_without_a_template_the_student_process_starts_cold_and_says_so(tmp_path, fresh_template,
+                                                                       capfd, monkeypatch, how):
+    if how == "cannot_start":
+        def cannot(self, env):
+            raise OSError("no interpreter")
+
+        monkeypatch.setattr(zygote.Template, "__init__", cannot)
+    else:  # and is not started again
+        zygote.start_template(judge._student_env(tmp_path))
+        zygote._TEMPLATE.proc.kill()
+        zygote._TEMPLATE.proc.wait()
+        monkeypatch.setattr(zygote, "start_template", lambda env: None)
+    session = _started(tmp_path, None, [PROBE])
+    try:
+        setup = session.values(["setup"])["setup"]
+        cold = not isinstance(session.process.proc, zygote.Forked)
+    finally:
+        session.process.stop()
+    assert cold and not setup["warm"] and setup["cwd"] == str(tmp_path), setup
+    assert "student processes start cold" in capfd.readouterr().err
