@@ -51,8 +51,9 @@ import stat
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, TypeVar
+from typing import Any, TypeVar
 
 #: The environment variable naming the cache folder of the current batch.
 ENV_DIR = "VISION_AUTOGRADER_ANSWERS_DIR"

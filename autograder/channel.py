@@ -26,7 +26,8 @@ import socket
 import struct
 import time
 from collections import OrderedDict
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 

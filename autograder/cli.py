@@ -36,7 +36,6 @@ from autograder import report as report_mod
 from autograder.outcomes import BatchError
 from autograder.student_package import StudentPackageError, build_student_package, student_modules
 
-
 #: ``grade``'s exit status when the autograder itself failed on a submission (a grading error).
 GRADING_ERROR_EXIT = 3
 

@@ -12,8 +12,8 @@ import csv
 from dataclasses import dataclass
 from pathlib import Path
 
-from autograder.outcomes import Outcome, batch_possible, read_batch
 from autograder.judge_interface import question_order
+from autograder.outcomes import Outcome, batch_possible, read_batch
 
 #: Scores that differ by less than this are the same (sums of float parts).
 TOLERANCE = 1e-9

@@ -18,7 +18,8 @@ from __future__ import annotations
 import contextlib
 import functools
 import warnings
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 #: What may sit on an image's Axes besides the image without covering it: titles, axis labels and ticks are not
 #: artists of these lists, and plain text (no box behind it) covers nothing. Everything else does, or can.

@@ -41,9 +41,9 @@ import subprocess
 import sys
 import time
 import zipfile
-from datetime import datetime, timedelta, timezone
+from collections.abc import Iterable
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
-from typing import Iterable
 
 from autograder.grade import DEFAULT_TIMEOUT
 from autograder.grading_errors import cause_of, grading_error_results
@@ -112,7 +112,7 @@ def submission_metadata(title: str, points: float | None, now: datetime | None =
     as a string, submission method), the submitting users and the previous
     submissions (none).
     """
-    now = (now or datetime.now(timezone.utc)).astimezone(timezone.utc).replace(microsecond=0)
+    now = (now or datetime.now(UTC)).astimezone(UTC).replace(microsecond=0)
     return {
         "id": 100000001,
         "created_at": now.isoformat(),

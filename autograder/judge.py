@@ -45,16 +45,17 @@ import tempfile
 import time
 import zipfile
 import zlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 if __name__ == "__main__":  # the judge's own process: one thread for torch and NumPy's BLAS, set before they load
     os.environ.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
 
 from autograder import channel, checks, private_dirs  # noqa: E402 - after the threads are set
-from autograder.rebound import KindWatch, NotebookMap, map_notebook  # noqa: E402
 from autograder.judge_interface import GRADING_ERROR_FILE, Limits, question_order  # noqa: E402,F401 (this module's API)
+from autograder.rebound import KindWatch, NotebookMap, map_notebook  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 #: Folders of the installation the student process must not read when grading
@@ -1035,7 +1036,7 @@ class SharedMemoryKept:
     queues: frozenset = frozenset()
 
     @classmethod
-    def now(cls, uid: int) -> "SharedMemoryKept":
+    def now(cls, uid: int) -> SharedMemoryKept:
         files = {(info.st_dev, info.st_ino): info.st_blocks // 2
                  for folder in (SHARED_MEMORY_FOLDER, *LEFTOVER_FOLDERS)
                  for _, _, info, _ in _walk_shared_memory(uid, bounded=False, folder=folder) if info.st_uid == uid}
@@ -2043,7 +2044,12 @@ def _grade(autograder_zip: Path, submission: Path, limits: Limits, started: floa
     from otter.run.run_autograder.autograder_config import AutograderConfig
     from otter.test_files import GradingResults
 
-    from autograder.grading_errors import GradingError, judged_test_file, missing_data, unresolved_imports
+    from autograder.grading_errors import (
+        GradingError,
+        judged_test_file,
+        missing_data,
+        unresolved_imports,
+    )
 
     config = _autograder_config(autograder_zip)
     nb = load_submission(submission, config.get("assignment_name"))

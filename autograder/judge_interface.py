@@ -14,7 +14,6 @@ import numbers
 import re
 from dataclasses import dataclass
 
-
 #: Where :func:`autograder.judge.run_gradescope` puts a grading error's results, in place of ``results.json``
 #: (Gradescope shows a run without ``results.json`` as failed to staff and students).
 GRADING_ERROR_FILE = "grading_error.json"

@@ -51,8 +51,8 @@ import tarfile
 import tempfile
 import warnings
 import zipfile
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 import torch

@@ -25,8 +25,8 @@ import json
 import os
 import stat
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 MODES = "private-modes.json"
 USERS = "private-modes.users"

@@ -80,7 +80,7 @@ def render(outcomes: list[Outcome], title: str, folder: Path | None = None) -> s
     graded = [o for o in outcomes if o.error is None]
     possible = batch_possible(outcomes)
     stopped = [o for o in outcomes if o.limits or o.error is not None]
-    parts = [f"<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>",
+    parts = ["<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>",
              "<meta name='viewport' content='width=device-width, initial-scale=1'>",
              f"<title>{_e(title)}</title><style>{STYLE}</style></head><body>",
              f"<h1>{_e(title)}</h1>",

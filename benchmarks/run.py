@@ -63,7 +63,7 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime, timezone
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -484,7 +484,7 @@ def _load(run: Run) -> str:
 
 
 def _when() -> str:
-    return f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC"
+    return f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC"
 
 
 def header() -> list[str]:

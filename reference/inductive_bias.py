@@ -37,8 +37,8 @@ from __future__ import annotations
 
 import functools
 import numbers
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 import numpy as np
 
@@ -132,7 +132,7 @@ def _check_count(n, name, minimum=0):
 # Data
 # ---------------------------------------------------------------------------
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def load_images():
     """The twelve scikit-image images as grayscale float arrays in [0, 1] (cached).
 
@@ -198,7 +198,7 @@ def crops(n, rng):
     return out
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _test_crops_cached():
     x = crops(N_TEST, np.random.default_rng(TEST_SEED))
     x.flags.writeable = False

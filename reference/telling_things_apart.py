@@ -247,7 +247,7 @@ def accuracy(model: nn.Module, images: torch.Tensor, labels: torch.Tensor) -> fl
         return (model(images).argmax(dim=1) == labels).float().mean().item()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _split() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     from autograder.mnist_data import MNISTDigits
 
@@ -513,7 +513,7 @@ def recipe_runs() -> list[tuple[dict[str, torch.Tensor], list[float]]]:
             (copy.deepcopy(loader["state"]), list(loader["losses"]))]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _trained() -> tuple[nn.Module, tuple[float, ...]]:
     # trained once per batch of gradings when the grader names a cache folder (autograder.answers_cache)
     from autograder.answers_cache import cached
@@ -535,7 +535,7 @@ def reference_model() -> nn.Module:
     return copy.deepcopy(_trained()[0]).eval()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _answers() -> dict:
     from autograder.answers_cache import cached
 

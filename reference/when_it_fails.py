@@ -114,7 +114,7 @@ def make_split(seed: int = SPLIT_SEED) -> tuple[torch.Tensor, torch.Tensor, torc
     return dev[:N_FIT], dev[N_FIT:], test
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _raw() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """Fashion-MNIST's bytes: train images (60000, 784) uint8, labels, test images, labels."""
     from autograder.data import fashion_mnist
@@ -353,7 +353,7 @@ def _compute_exact_at_threads() -> dict:
         torch.set_num_threads(previous)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _exact() -> dict:
     # once per batch of gradings when the grader names a cache folder (autograder.answers_cache)
     from autograder.answers_cache import cached

@@ -308,7 +308,7 @@ def load_models() -> tuple[nn.Sequential, nn.Sequential]:
     return network.eval(), linear.eval()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _test_data() -> tuple[torch.Tensor, torch.Tensor, tuple[str, ...]]:
     from autograder.data import as_tensors, fashion_mnist
 
@@ -618,7 +618,7 @@ def _compute_at_threads() -> dict:
         torch.set_num_threads(previous)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _answers() -> dict:
     # once per batch of gradings when the grader names a cache folder (autograder.answers_cache)
     from autograder.answers_cache import cached

@@ -17,8 +17,9 @@ import contextlib
 import contextvars
 import functools
 import math
+from collections.abc import Callable, Iterable, Iterator
 from numbers import Real
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any
 
 import numpy as np
 import torch
@@ -554,7 +555,7 @@ def expect_sequence(name: str, value: Any, length: int, kinds: type | tuple[type
 
 
 #: Outcomes of :func:`once`, for this grading (the judge grades one submission per process).
-_OUTCOMES: dict[tuple, tuple[tuple, "CheckFailure | None"]] = {}
+_OUTCOMES: dict[tuple, tuple[tuple, CheckFailure | None]] = {}
 
 
 def _identity(value: Any) -> tuple:
@@ -567,7 +568,7 @@ def _identity(value: Any) -> tuple:
     return ("object", id(value))
 
 
-def once(kind: str, funcs: tuple, check: Callable[[], None]) -> "CheckFailure | None":
+def once(kind: str, funcs: tuple, check: Callable[[], None]) -> CheckFailure | None:
     """The outcome of ``check`` for the student's functions ``funcs``: ``None`` (passed) or its CheckFailure.
 
     Decided the first time it is asked for and kept for the rest of the

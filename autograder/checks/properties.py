@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import traceback
-from typing import Callable
+from collections.abc import Callable
 
 import hypothesis
 import torch

@@ -106,7 +106,8 @@ from __future__ import annotations
 import copy
 import hashlib
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 import torch.nn.functional as F

@@ -89,7 +89,8 @@ import contextlib
 import functools
 import hashlib
 import math
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -313,7 +314,7 @@ class MLP:
         """The fraction of images ``X`` ``(n, 784)`` whose largest logit is at their label ``y`` ``(n,)``."""
         return (self.logits(X).argmax(dim=1) == y).float().mean().item()
 
-    def same_as(self, other: "MLP") -> bool:
+    def same_as(self, other: MLP) -> bool:
         """Whether both hold the same weights, bit for bit."""
         return all(torch.equal(a, b) for a, b in zip(self.weights, other.weights))
 

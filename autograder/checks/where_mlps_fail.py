@@ -25,7 +25,8 @@ Tolerances, and why they are what they are:
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 import torch.nn.functional as F

@@ -6,7 +6,13 @@ from typing import Any
 
 import torch
 
-from autograder.checks import CheckFailure, call_student, expect_callable, expect_defined, expect_tensor
+from autograder.checks import (
+    CheckFailure,
+    call_student,
+    expect_callable,
+    expect_defined,
+    expect_tensor,
+)
 
 #: The shapes of ``mlp()``'s parameters, in ``model.parameters()`` order.
 WEIGHT_SHAPES = ((128, 784), (128,), (10, 128), (10,))

@@ -6,7 +6,14 @@ from typing import Any
 
 import torch
 
-from autograder.checks import CheckFailure, call_student, expect_callable, expect_defined, expect_tensor, quoted
+from autograder.checks import (
+    CheckFailure,
+    call_student,
+    expect_callable,
+    expect_defined,
+    expect_tensor,
+    quoted,
+)
 
 
 def model_logits(name: str, net: Any, X: torch.Tensor) -> torch.Tensor:
