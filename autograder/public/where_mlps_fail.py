@@ -15,7 +15,9 @@ def public_defined(**names: Any) -> None:
         expect_defined(name, value)
 
 
-def public_tensor(name: str, value: Any, shape: tuple[int, ...], dtype: torch.dtype = torch.float32) -> None:
+def public_tensor(
+    name: str, value: Any, shape: tuple[int, ...], dtype: torch.dtype = torch.float32
+) -> None:
     """A tensor of ``shape`` (e.g. ``(1, 1, 28, 28)``) and ``dtype``; raises ``CheckFailure`` naming ``name``."""
     expect_tensor(name, value, shape=shape, dtype=dtype)
 
