@@ -42,7 +42,7 @@ import sys
 import time
 import zipfile
 from collections.abc import Iterable
-from datetime import UTC, datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from autograder.grade import DEFAULT_TIMEOUT

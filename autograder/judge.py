@@ -1490,7 +1490,7 @@ def _cpu_group(parent: Path | None = None) -> Path | None:
             and not Path(f"/proc/{judge_pid}").exists()
         ):
             # its judge was killed
-            kill_until_gone(lambda: _group_members(parent / name), rounds=50, pause=0.02)
+            kill_until_gone(lambda group=parent / name: _group_members(group), rounds=50, pause=0.02)
             _quietly(os.rmdir, parent / name)
     group = parent / f"{CPU_GROUP_PREFIX}{os.getpid()}"
     try:
@@ -2302,7 +2302,7 @@ def _prepare_shared_cache() -> None:
         from autograder.data import fashion_mnist_root
 
         root = fashion_mnist_root(download=False)
-        for folder, dirs, files in os.walk(root):
+        for folder, _dirs, files in os.walk(root):
             os.chmod(folder, 0o755)
             for name in files:
                 os.chmod(os.path.join(folder, name), 0o644)
@@ -2458,7 +2458,7 @@ def _grade(
         if submission.suffix.lower() == ".ipynb":
             shutil.copyfile(submission, workdir / submission.name)
         if user is not None:
-            for folder, dirs, files in os.walk(workdir):
+            for folder, _dirs, files in os.walk(workdir):
                 os.chown(folder, user.pw_uid, user.pw_gid)
                 for name in files:
                     os.chown(os.path.join(folder, name), user.pw_uid, user.pw_gid)

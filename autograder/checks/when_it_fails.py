@@ -1441,7 +1441,6 @@ def check_q9(
     2.
 
     ``carry_forward``: see the module docstring (``train_mlp``, ``shift_right``)."""
-    r = _reference()
     data = _data(X_tr, y_tr, X_val, y_val, X_test, y_test)
     n = len(data["y_test"])
     final = _mlp("net_final", net_final)
