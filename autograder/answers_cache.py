@@ -226,7 +226,8 @@ def store(path: Path, name: str, value_fingerprint: str, value: Any) -> None:
 
 
 def _lock(directory: Path, name: str) -> int:
-    """A descriptor holding the exclusive lock of ``name`` (waits for it); closing it releases the lock."""
+    """A descriptor holding the exclusive lock of ``name`` (waits for it); closing it releases the
+    lock."""
     import fcntl
 
     fd = os.open(

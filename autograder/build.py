@@ -62,7 +62,8 @@ def master_notebook(name: str) -> Path:
 
 
 def _inject_grading_config(nb: nbformat.NotebookNode, config: dict) -> None:
-    """Set the ASSIGNMENT CONFIG cell's ``generate`` to ``config`` (the top-level otter_config.json)."""
+    """Set the ASSIGNMENT CONFIG cell's ``generate`` to ``config`` (the top-level
+    otter_config.json)."""
     for cell in nb.cells:
         if cell.cell_type == "raw" and cell.source.lstrip().startswith(CONFIG_MARK):
             settings = yaml.safe_load(cell.source.split("\n", 1)[1]) or {}
@@ -85,7 +86,8 @@ def normalise_notebook(path: Path) -> None:
 
 #: Replaces Otter's ``run_otter.py`` in the autograder zip: the same entry
 #: point and folder, but the hardened judge grades instead of ``otter run``.
-RUN_JUDGE = '''"""Runs the hardened judge of vision-autograder (autograder.judge) on Gradescope's layout."""
+RUN_JUDGE = '''"""Runs the hardened judge of vision-autograder (autograder.judge) on Gradescope's
+layout."""
 
 import os
 
@@ -215,7 +217,8 @@ def build_assignment(
     proc = subprocess.run(command, cwd=scratch, capture_output=True, text=True)
     if proc.returncode != 0 or not (dist / "student").is_dir():
         raise BuildError(
-            f"otter assign failed for {name} (exit {proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
+            f"otter assign failed for {name} (exit "
+            f"{proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
         )
     if not quiet:
         print(proc.stdout, proc.stderr, sep="\n")

@@ -240,7 +240,9 @@ _RECORD_NAMES = re.compile(r"archive/(data\.pkl|data/[0-9]{1,9}|version|byteorde
 PICKLE_RECORD = "archive/data.pkl"
 
 
-def _records(payload: bytes, max_pickle: int = MAX_PICKLE, max_records: int = MAX_RECORDS) -> dict[str, bytes]:
+def _records(
+    payload: bytes, max_pickle: int = MAX_PICKLE, max_records: int = MAX_RECORDS
+) -> dict[str, bytes]:
     """The records of a ``torch.save`` payload, read with Python's ``zipfile``, by name.
 
     Refused: anything but the records ``torch.save`` writes, named exactly
@@ -326,7 +328,8 @@ def _check_tensors(value: Any) -> None:
             if item.layout != torch.strided or item.device.type != "cpu" or item.is_quantized:
                 raise ValueError(
                     f"a tensor of layout {item.layout} on {item.device.type}"
-                    f"{' (quantized)' if item.is_quantized else ''}: only dense CPU tensors are read"
+                    f"{' (quantized)' if item.is_quantized else ''}: only dense CPU tensors are "
+                    f"read"
                 )
             elements += item.numel() * item.element_size()
             if elements > MAX_FRAME:
@@ -531,7 +534,8 @@ def _check_pickle_program(data: bytes) -> None:
                 and key[1][2:] == (_STR, _STR, _INT)
             ):
                 raise ValueError(
-                    "a pickle that loads something other than a storage, which the judge does not read"
+                    "a pickle that loads something other than a storage, which the judge does not "
+                    "read"
                 )
             stack.append(_STORAGE)
         elif name == "REDUCE":
@@ -608,7 +612,8 @@ def _check_call(function: Any, arguments: Any) -> tuple:
         fits = False
     if not fits:
         raise ValueError(
-            f"a value built by {name[:100]!r} from arguments torch.save does not write for it, which "
+            f"a value built by {name[:100]!r} from arguments torch.save does not write for it, "
+            f"which "
             "the judge does not read"
         )
     return ("call", name)
@@ -718,7 +723,8 @@ def encode(value: Any, handles: dict[int, Any], depth: int = 0) -> Any:
 
 
 def _module_parameters(module: torch.nn.Module) -> list[torch.Tensor] | None:
-    """Detached copies of ``module``'s parameters in ``parameters()`` order, or ``None`` when too many or unreadable."""
+    """Detached copies of ``module``'s parameters in ``parameters()`` order, or ``None`` when too
+    many or unreadable."""
     try:
         params = list(torch.nn.Module.parameters(module))
         if len(params) > MAX_PARAMETER_TENSORS or sum(p.numel() for p in params) > MAX_PARAMETERS:
@@ -781,7 +787,8 @@ def _encode_figure(value: Any) -> dict | None:
 
 
 def _readable(reads) -> dict:
-    """``{key: read()}`` for each ``(key, read)`` that does not raise: a student's figure may be anything."""
+    """``{key: read()}`` for each ``(key, read)`` that does not raise: a student's figure may be
+    anything."""
     out: dict = {}
     for key, read in reads:
         try:
@@ -857,7 +864,8 @@ def _bounds(ax: Any) -> list[float]:
 
 
 def _alpha(alpha: Any) -> float | str | None:
-    """An image's alpha as it crosses: ``None`` (opaque), a number, or ``"per-pixel"`` for an array."""
+    """An image's alpha as it crosses: ``None`` (opaque), a number, or ``"per-pixel"`` for an
+    array."""
     import numpy as np
 
     if alpha is None:
@@ -1124,7 +1132,8 @@ def _is_hashable(item: Any) -> bool:
 
 
 def _valid_grid(grid: Any) -> bool:
-    """``[rows, columns, first, last]``: ints, at most :data:`MAX_AXES` cells, ``0 <= first <= last < cells``."""
+    """``[rows, columns, first, last]``: ints, at most :data:`MAX_AXES` cells, ``0 <= first <= last
+    < cells``."""
     if not (isinstance(grid, list) and len(grid) == 4 and all(type(v) is int for v in grid)):
         return False
     rows, columns, first, last = grid
@@ -1166,7 +1175,8 @@ def _rebuild_figure(value: dict):
     if _floats(size, 2) and all(0.0 < v <= 1000.0 for v in size):
         if size[0] * size[1] > MAX_FIGURE_AREA:
             raise TooComplex(
-                f"a figure of {size[0]:.4g} by {size[1]:.4g} inches (at most {MAX_FIGURE_AREA} square "
+                f"a figure of {size[0]:.4g} by {size[1]:.4g} inches (at most {MAX_FIGURE_AREA} "
+                f"square "
                 "inches are drawn)"
             )
         fig.set_size_inches(size)
@@ -1346,7 +1356,8 @@ def _draw(ax: Any, array: torch.Tensor, image: dict, low: float | None, high: fl
 #: found by drawing its figure (:func:`autograder.figures.image_problems`): honestly, only when that
 #: draw failed there.
 UNREPORTED = (
-    f"{figures.NOT_SHOWN} as far as the grader can tell (drawing its figure in your notebook failed): "
+    f"{figures.NOT_SHOWN} as far as the grader can tell (drawing its figure in your notebook "
+    f"failed): "
     "draw it with imshow and nothing set by hand"
 )
 

@@ -43,7 +43,8 @@ GRADING_ERROR_EXIT = 3
 
 
 def bundled_examples(name: str) -> list[Path]:
-    """The demo's submissions for ``name``: solution, blank student notebook, then ``examples/*.ipynb``."""
+    """The demo's submissions for ``name``: solution, blank student notebook, then
+    ``examples/*.ipynb``."""
     built = build_mod.BUILD / name
     examples = sorted((build_mod.ASSIGNMENTS / name / "examples").glob("*.ipynb"))
     return [
@@ -56,7 +57,8 @@ def bundled_examples(name: str) -> list[Path]:
 #: What a build prints beside its name, where its notebook runs long without printing (a newcomer's
 #: ``when_it_fails`` build was silent for 14.5 minutes, and looked hung).
 SLOW_BUILDS = {
-    "when_it_fails": "it trains its networks: under a minute on idle cores, up to 15 under load, silent"
+    "when_it_fails": "it trains its networks: under a minute on idle cores, up to 15 under load, "
+                     "silent"
 }
 
 
@@ -116,7 +118,8 @@ def _missing(path: Path) -> bool:
 
 
 def _positive(kind: type, unit: str):
-    """An argparse type: a positive ``kind`` (float or int), else an error saying what was expected."""
+    """An argparse type: a positive ``kind`` (float or int), else an error saying what was
+    expected."""
 
     def parse(text: str):
         try:
@@ -211,7 +214,8 @@ def main(argv: list[str] | None = None) -> int:
         "--out",
         type=Path,
         default=None,
-        help="output folder (default build/NAME/graded); scores.csv is rewritten for this batch, other "
+        help="output folder (default build/NAME/graded); scores.csv is rewritten for this batch, "
+             "other "
         "submissions' folders in it are kept",
     )
     p.add_argument(
@@ -301,7 +305,8 @@ def main(argv: list[str] | None = None) -> int:
             # the shell passes a pattern that matches nothing on as it is: a typo, not a submission
             if unmatched:
                 grade_parser.error(
-                    f"no file matches {', '.join(unmatched)} (the shell passed the pattern on as it was); "
+                    f"no file matches {', '.join(unmatched)} (the shell passed the pattern on as "
+                    f"it was); "
                     "nothing was graded or written"
                 )
             build_mod.master_notebook(args.name)
@@ -338,12 +343,14 @@ def main(argv: list[str] | None = None) -> int:
             wheel = build_student_package(args.out)
             print(f"student package: {wheel}")
             print(
-                f"  install where students run their notebooks, with Jupyter (PyTorch's CPU wheels, under 1 GB; "
+                f"  install where students run their notebooks, with Jupyter (PyTorch's CPU "
+                f"wheels, under 1 GB; "
                 f"PyPI's default CUDA ones are about 6 GB):\n    pip install notebook {wheel.name} "
                 "--extra-index-url https://download.pytorch.org/whl/cpu"
             )
             print(
-                f"  holds {', '.join(student_modules())} (autograder.checks: the layered checks only); "
+                f"  holds {', '.join(student_modules())} (autograder.checks: the layered checks "
+                f"only); "
                 "no hidden tests, no reference/"
             )
             return 0

@@ -120,7 +120,8 @@ PRINTED_CHARS = 400
 
 
 def format_changes(changes: list[Change], old_dir: Path, new_dir: Path) -> str:
-    """The changes as text: one block per submission, its total then each changed question with both messages."""
+    """The changes as text: one block per submission, its total then each changed question with both
+    messages."""
     if not changes:
         return f"no score changed between {old_dir} and {new_dir}"
     submissions = list(dict.fromkeys(c.submission for c in changes))

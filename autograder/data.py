@@ -104,7 +104,8 @@ def fashion_mnist_root(download: bool = True) -> Path:
         if _has_files(folder):
             return _unpack_into(folder, cache_dir() / "fashion-mnist-from-env")
         tried.append(
-            f"{ENV_DIR}={folder}: the four IDX files ({', '.join(FILES)}, plain or .gz) are not all there"
+            f"{ENV_DIR}={folder}: the four IDX files ({', '.join(FILES)}, plain or .gz) are not "
+            f"all there"
         )
         import warnings
 

@@ -43,7 +43,8 @@ PLURALS = {
 
 
 def axes_overlays(ax: Any) -> list[str]:
-    """The kinds (:data:`OVERLAY_KINDS`) of what ``ax`` draws besides its images, one entry per artist."""
+    """The kinds (:data:`OVERLAY_KINDS`) of what ``ax`` draws besides its images, one entry per
+    artist."""
     kinds: list[str] = []
     kinds += ["patch"] * len(ax.patches)
     kinds += ["line"] * len(ax.lines)
@@ -57,7 +58,8 @@ def axes_overlays(ax: Any) -> list[str]:
 
 
 def figure_overlays(fig: Any) -> list[str]:
-    """The kinds of what ``fig`` draws over its Axes (figure-level artists, which are drawn after the Axes)."""
+    """The kinds of what ``fig`` draws over its Axes (figure-level artists, which are drawn after
+    the Axes)."""
     kinds: list[str] = []
     kinds += ["patch"] * len(fig.patches)
     kinds += ["line"] * len(fig.lines)
@@ -70,7 +72,8 @@ def figure_overlays(fig: Any) -> list[str]:
 
 
 def _labelled(artist: Any) -> str:
-    """A generic artist's kind: the judge's rebuild labels its stand-ins with the kind the student process saw."""
+    """A generic artist's kind: the judge's rebuild labels its stand-ins with the kind the student
+    process saw."""
     label = artist.get_label() if hasattr(artist, "get_label") else None
     return (
         label
@@ -208,7 +211,8 @@ def colour_problem(image: Any) -> str | None:
         image, allowed=("stale_callback", "_remove_method", "_picker")
     ):
         return (
-            "is drawn by code of its own (an image class of its own, or methods set on the image): draw it "
+            "is drawn by code of its own (an image class of its own, or methods set on the image): "
+            "draw it "
             "with imshow"
         )
     colorizer = getattr(image, "_colorizer", None)
@@ -216,39 +220,49 @@ def colour_problem(image: Any) -> str | None:
         from matplotlib import colorizer as mcolorizer
 
         if type(colorizer) is not mcolorizer.Colorizer or own_methods(colorizer):
-            return "is coloured by code of its own (a colorizer of its own, or methods set on it): draw it with imshow"
+            return (
+                "is coloured by code of its own (a colorizer of its own, or methods set on it): "
+                "draw it with imshow"
+            )
     cmap = image.get_cmap()
     if type(cmap) not in (colors.ListedColormap, colors.LinearSegmentedColormap) or own_methods(
         cmap
     ):
         return (
-            f"is drawn in a colour map of a class of its own ({type(cmap).__name__}): use one of matplotlib's "
+            f"is drawn in a colour map of a class of its own ({type(cmap).__name__}): use one of "
+            f"matplotlib's "
             "colour maps, or ListedColormap or LinearSegmentedColormap.from_list"
         )
     if cmap.N > MAX_COLOUR_MAP_COLOURS:
         return (
-            f"is drawn in a colour map of {cmap.N:,} colours, more than {MAX_COLOUR_MAP_COLOURS:,}: use one of "
+            f"is drawn in a colour map of {cmap.N:,} colours, more than "
+            f"{MAX_COLOUR_MAP_COLOURS:,}: use one of "
             "matplotlib's colour maps (256 colours)"
         )
     table = np.asarray(cmap(np.arange(cmap.N)), dtype=np.float64)
     # a twenty-eighth review: opaque only at its values
     if not np.all(table[:, 3] >= MIN_COLOUR_MAP_ALPHA):
         return (
-            "is drawn in a colour map with see-through colours (alpha below 1): use one of matplotlib's colour "
+            "is drawn in a colour map with see-through colours (alpha below 1): use one of "
+            "matplotlib's colour "
             "maps, which are opaque"
         )
     cache = getattr(image, "_imcache", None)
     if cache is not None and not np.array_equal(np.asarray(cache), cell_colours(image)):
         return (
-            "keeps another picture than its values' colours where vector displays (SVG, PDF) draw it from "
+            "keeps another picture than its values' colours where vector displays (SVG, PDF) draw "
+            "it from "
             "(_imcache): draw it with imshow, nothing set by hand"
         )
     change = float(np.abs(np.diff(table[:, :3], axis=0)).max(axis=1).sum())
     if not change <= MAX_COLOUR_MAP_CHANGE:
         return (
-            f"is drawn in a colour map whose colours swing back and forth (they change by {change:.0f} along "
-            f"it, matplotlib's smooth maps by under {MAX_COLOUR_MAP_CHANGE:.0f}), so the values between its "
-            "cells, which a smooth draw shows, come out in other colours: use a smooth colour map such as "
+            f"is drawn in a colour map whose colours swing back and forth (they change by "
+            f"{change:.0f} along "
+            f"it, matplotlib's smooth maps by under {MAX_COLOUR_MAP_CHANGE:.0f}), so the values "
+            f"between its "
+            "cells, which a smooth draw shows, come out in other colours: use a smooth colour map "
+            "such as "
             "gray or RdBu_r"
         )
     return None
@@ -263,7 +277,8 @@ def image_problems(image: Any) -> list[str]:
         problems.append("is drawn through a filter (set_agg_filter): draw it as imshow does")
     if image.get_animated():
         problems.append(
-            "is animated (set_animated(True)), so a plain draw leaves it out: draw it as imshow does"
+            "is animated (set_animated(True)), so a plain draw leaves it out: draw it as imshow "
+            "does"
         )
     if image.get_filterrad() > 4.0:
         problems.append("is blurred (set_filterrad above imshow's 4): draw it as imshow does")
@@ -280,15 +295,19 @@ def image_problems(image: Any) -> list[str]:
         moved = pixel_placed(image)
         if moved:
             problems.append(
-                f"{NOT_SHOWN} at another size or cropped: its figure holds {moved} artist(s) placed "
+                f"{NOT_SHOWN} at another size or cropped: its figure holds {moved} artist(s) "
+                f"placed "
                 "in screen pixels or inches from the canvas's corner (IdentityTransform, "
-                "fig.dpi_scale_trans), which land elsewhere then: place everything in data, Axes or "
+                "fig.dpi_scale_trans), which land elsewhere then: place everything in data, Axes "
+                "or "
                 "figure coordinates"
             )
         elif share > MAX_DRAWN_MISMATCH:
             problems.append(
-                f"{NOT_SHOWN}: {share:.0%} of its cells come out in other colours (something in the "
-                "figure covers, hides, filters or recolours it): draw it with imshow and nothing over it"
+                f"{NOT_SHOWN}: {share:.0%} of its cells come out in other colours (something in "
+                f"the "
+                "figure covers, hides, filters or recolours it): draw it with imshow and nothing "
+                "over it"
             )
         else:
             recoloured = pipeline_mismatch(image)
@@ -296,7 +315,8 @@ def image_problems(image: Any) -> list[str]:
                 problems.append(
                     f"{NOT_SHOWN} as it is shown: {recoloured:.0%} of its pixels come out in other "
                     f"colours than a plain linear norm and its colour map's own colours give "
-                    f"(interpolation {image.get_interpolation()!r}): draw it with imshow, with vmin "
+                    f"(interpolation {image.get_interpolation()!r}): draw it with imshow, with "
+                    f"vmin "
                     "and vmax and one of matplotlib's colour maps, nothing set by hand"
                 )
     return problems
@@ -332,8 +352,10 @@ def shown_too_small(image: Any) -> str | None:
     if min(width / max(columns, 1), height / max(rows, 1)) >= MIN_SHOWN_PIXELS_PER_CELL:
         return None
     return (
-        f"is shown {width:.0f} by {height:.0f} screen pixels at its figure's dpi ({dpi:g}), fewer than one a "
-        f"cell of its {rows} by {columns}: draw the figure larger or at a higher dpi (plt.subplots' default "
+        f"is shown {width:.0f} by {height:.0f} screen pixels at its figure's dpi ({dpi:g}), fewer "
+        f"than one a "
+        f"cell of its {rows} by {columns}: draw the figure larger or at a higher dpi "
+        f"(plt.subplots' default "
         "size and dpi are fine)"
     )
 
@@ -432,7 +454,8 @@ def pipeline_mismatch(image: Any) -> float:
 
 
 def _drawn(image: Any) -> dict:
-    """:func:`_draw_and_compare` for ``image``'s figure, once per :func:`one_draw_per_figure` block."""
+    """:func:`_draw_and_compare` for ``image``'s figure, once per :func:`one_draw_per_figure`
+    block."""
     fig = root_figure(image.axes) if image.axes is not None else None
     if fig is None:
         return {}
@@ -1002,7 +1025,8 @@ def axes_problems(ax: Any) -> list[str]:
         )
     if ax.images and lines_over(ax) > MAX_LINES_OVER:
         problems.append(
-            f"has grid lines or tick marks over more than {MAX_LINES_OVER:.0%} of it: keep matplotlib's "
+            f"has grid lines or tick marks over more than {MAX_LINES_OVER:.0%} of it: keep "
+            f"matplotlib's "
             "grid and ticks, or none"
         )
     if ax.images and text_over(ax) > MAX_TEXT_OVER:
@@ -1064,7 +1088,8 @@ def _overhang_inches(fig: Any) -> float:
 
 @_once_per_block
 def figure_problems(fig: Any) -> list[str]:
-    """What about ``fig`` keeps its images from showing, each as the rest of a sentence about the figure."""
+    """What about ``fig`` keeps its images from showing, each as the rest of a sentence about the
+    figure."""
     import matplotlib
     from matplotlib.text import Text
 
@@ -1076,7 +1101,8 @@ def figure_problems(fig: Any) -> list[str]:
     engine = fig.get_layout_engine()
     if engine is not None and type(engine).__name__ not in LAYOUT_ENGINES:
         problems.append(
-            f"is laid out by a layout engine of its own ({type(engine).__name__}), which can move its "
+            f"is laid out by a layout engine of its own ({type(engine).__name__}), which can move "
+            f"its "
             "Axes anywhere: use matplotlib's (layout=\"constrained\" or tight_layout)"
         )
     try:
@@ -1101,13 +1127,16 @@ def figure_problems(fig: Any) -> list[str]:
         shown = f"{pad:g}" if isinstance(pad, (int, float)) else repr(pad)
         problems.append(
             f"is shown with {shown} inches around its contents (rcParams[\"savefig.pad_inches\"]), "
-            f"which crops it or shrinks it in Jupyter: keep matplotlib's 0.1 (0 to {MAX_PAD_INCHES:g})"
+            f"which crops it or shrinks it in Jupyter: keep matplotlib's 0.1 (0 to "
+            f"{MAX_PAD_INCHES:g})"
         )
     overhang = _overhang_inches(fig)
     if overhang > MAX_OVERHANG_INCHES:
         problems.append(
-            f"has contents reaching {overhang:.3g} inches beyond its edge (text, labels or Axes placed "
-            "outside it), so Jupyter's display, cropped to its contents and fitted to the page, shrinks "
+            f"has contents reaching {overhang:.3g} inches beyond its edge (text, labels or Axes "
+            f"placed "
+            "outside it), so Jupyter's display, cropped to its contents and fitted to the page, "
+            "shrinks "
             "the images: keep everything on the figure"
         )
     if at_draw:  # a twenty-ninth hostile review's rewrote the canvas's pixels after every draw
@@ -1138,7 +1167,8 @@ def default_clip(image: Any, ax: Any) -> bool:
 
 
 def draws_background(ax: Any) -> bool:
-    """Whether ``ax`` paints its background (an opaque or partly opaque face), which hides what is under it."""
+    """Whether ``ax`` paints its background (an opaque or partly opaque face), which hides what is
+    under it."""
     return bool(
         ax.get_visible()
         and ax.axison

@@ -73,7 +73,8 @@ class GradeResult:
 
     @property
     def shown_error(self) -> str | None:
-        """``error`` as the table and scores.csv show it: a grading error's begins ``grading error: ``."""
+        """``error`` as the table and scores.csv show it: a grading error's begins ``grading error:
+        ``."""
         if self.error is None or not self.grading_error:
             return self.error
         from autograder.grading_errors import LABEL
@@ -107,7 +108,8 @@ def failure_results(reason: str, seconds: float = 0.0) -> dict:
 
 
 def question_scores(results: dict) -> dict[str, tuple[float, float]]:
-    """``{question: (score, max_score)}`` from Otter's results, skipping the 0-point public summary."""
+    """``{question: (score, max_score)}`` from Otter's results, skipping the 0-point public
+    summary."""
     scores = {}
     for test in results.get("tests", []):
         if test.get("max_score") in (None, 0):
@@ -234,12 +236,14 @@ def judge_limits(
         limits = Limits(**limits)
     elif limits is not None and not isinstance(limits, Limits):
         raise ValueError(
-            f"limits must be an autograder.judge.Limits or a dict of its fields, not {type(limits).__name__}"
+            f"limits must be an autograder.judge.Limits or a dict of its fields, not "
+            f"{type(limits).__name__}"
         )
     if runner == "otter":
         if limits is not None:
             raise ValueError(
-                "limits apply to the judge runner only: `otter run` has no per-cell, per-call or memory "
+                "limits apply to the judge runner only: `otter run` has no per-cell, per-call or "
+                "memory "
                 "limits; use only the timeout with it, or the judge runner"
             )
         return None, float(timeout or DEFAULT_TIMEOUT)
@@ -250,7 +254,8 @@ def judge_limits(
         timeout = limits.deadline + JUDGE_MARGIN
     elif timeout < limits.deadline + MIN_JUDGE_MARGIN:
         raise ValueError(
-            f"timeout ({timeout:g} s) must be at least the judge's deadline ({limits.deadline:g} s) plus "
+            f"timeout ({timeout:g} s) must be at least the judge's deadline ({limits.deadline:g} "
+            f"s) plus "
             f"{MIN_JUDGE_MARGIN:g} s, so that the judge writes its results before it is stopped; "
             "raise the timeout, lower the deadline, or leave the timeout out"
         )
@@ -419,7 +424,8 @@ def stage_submission(submission: Path, folder: Path) -> Path:
 
 
 def _collect(produced: Path, out_dir: Path, staged_name: str, original_name: str) -> None:
-    """Copy the grading's output files into ``out_dir``; a failure's reason names the original file again."""
+    """Copy the grading's output files into ``out_dir``; a failure's reason names the original file
+    again."""
     for path in produced.iterdir():
         if path.name.startswith(".") or path.is_symlink() or not path.is_file():
             continue
@@ -450,7 +456,8 @@ def _run_grading(
     timeout: float,
     threads: int | None,
 ) -> str | None:
-    """Run the grading process on the staged copy in ``scratch``; its files go to ``out_dir``. Why it failed, or ``None``."""
+    """Run the grading process on the staged copy in ``scratch``; its files go to ``out_dir``. Why
+    it failed, or ``None``."""
     produced = scratch / "out"
     produced.mkdir(mode=0o700)
     command = _command(runner, autograder_zip, staged, produced) + _limit_flags(limits)
@@ -496,7 +503,8 @@ def _run_grading(
 
 
 def _graded_results(path: Path) -> dict | None:
-    """The results in ``path`` if they grade questions (a results dict with tests), else ``None``."""
+    """The results in ``path`` if they grade questions (a results dict with tests), else
+    ``None``."""
     try:
         results = json.loads(path.read_text())
     except (OSError, ValueError):
@@ -720,7 +728,8 @@ def _grade_many(
     named = zip_assignment_name(Path(autograder_zip)) if assignment else None
     mismatch = (
         (
-            f"the autograder zip {autograder_zip} is the autograder of the assignment {named!r}, not of "
+            f"the autograder zip {autograder_zip} is the autograder of the assignment {named!r}, "
+            f"not of "
             f"{assignment!r}; rebuild it: python -m autograder build {assignment}"
         )
         if named and named != assignment

@@ -368,7 +368,8 @@ def main(argv: list[str] | None = None) -> int:
     if cause is not None:
         print(
             f"GRADING ERROR (the autograder's fault, not the submission's): {cause}\n"
-            "on Gradescope this run fails (no results.json): staff see it as failed, and the student is told "
+            "on Gradescope this run fails (no results.json): staff see it as failed, and the "
+            "student is told "
             "\"The autograder failed to execute correctly. Please contact your course staff\"",
             file=sys.stderr,
         )

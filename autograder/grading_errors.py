@@ -113,8 +113,10 @@ def grading_error_results(cause: str, seconds: float = 0.0) -> dict:
         "score": 0.0,
         "execution_time": round(seconds, 3),
         "output": (
-            "This submission was not graded: the autograder itself failed, which is not a fault of your "
-            "work, and the score of 0 is not your grade. Please tell your course staff: they will fix the "
+            "This submission was not graded: the autograder itself failed, which is not a fault of "
+            "your "
+            "work, and the score of 0 is not your grade. Please tell your course staff: they will "
+            "fix the "
             "autograder and grade your submission again (the cause is recorded for them)."
         ),
         "output_format": "text",
@@ -126,7 +128,8 @@ def grading_error_results(cause: str, seconds: float = 0.0) -> dict:
 
 
 def cause_of(results: dict) -> str | None:
-    """The grading error's cause recorded in ``results`` (:func:`grading_error_results`), else ``None``."""
+    """The grading error's cause recorded in ``results`` (:func:`grading_error_results`), else
+    ``None``."""
     extra = results.get("extra_data") if isinstance(results, dict) else None
     cause = extra.get(KEY) if isinstance(extra, dict) else None
     return str(cause) if cause is not None else None
@@ -159,7 +162,8 @@ def judged_test_file() -> type:
 
 
 def _imports(source: str) -> list[tuple[str, tuple[str, ...]]]:
-    """``(module, names)`` for each absolute import in ``source`` (``import a.b`` gives ``("a.b", ())``)."""
+    """``(module, names)`` for each absolute import in ``source`` (``import a.b`` gives ``("a.b",
+    ())``)."""
     found = []
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
@@ -172,7 +176,8 @@ def _imports(source: str) -> list[tuple[str, tuple[str, ...]]]:
 
 
 def _resolve(module: str, names: tuple[str, ...]) -> tuple[str | None, object]:
-    """Why ``from module import names`` fails here (``None``: it does not), and the module imported."""
+    """Why ``from module import names`` fails here (``None``: it does not), and the module
+    imported."""
     try:
         imported = importlib.import_module(module)
     except BaseException as err:  # noqa: BLE001 - a module that fails to import in any way
@@ -187,7 +192,8 @@ def _resolve(module: str, names: tuple[str, ...]) -> tuple[str | None, object]:
 
 
 def _ours(imported: object) -> Path | None:
-    """The source file of ``imported`` when it is one of the grader's modules (``autograder``, ``reference``)."""
+    """The source file of ``imported`` when it is one of the grader's modules (``autograder``,
+    ``reference``)."""
     path = getattr(imported, "__file__", None)
     if not path:
         return None
@@ -237,7 +243,8 @@ def missing_data(autograder: Path) -> list[str]:
 
 
 def _scan(tests: Path) -> tuple[list[str], list[str]]:
-    """:func:`unresolved_imports`'s lines, and every module the tests import or their grader's modules do."""
+    """:func:`unresolved_imports`'s lines, and every module the tests import or their grader's
+    modules do."""
     problems: list[str] = []
     seen: dict[tuple[str, tuple[str, ...]], str | None] = {}
     for test in sorted(Path(tests).glob("*.py")):

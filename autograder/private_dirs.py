@@ -50,7 +50,8 @@ def lock_down(paths: list[Path]) -> dict[str, int]:
 
 
 def _folder() -> Path | None:
-    """Root's private folder for the bookkeeping (made mode 0700 if missing), ``None`` if it cannot be trusted."""
+    """Root's private folder for the bookkeeping (made mode 0700 if missing), ``None`` if it cannot
+    be trusted."""
     folder = (
         Path("/run/vision-autograder")
         if Path("/run").is_dir()
@@ -85,7 +86,8 @@ def _recorded(folder: Path) -> dict[str, int]:
 
 
 def restore(modes: dict[str, int]) -> None:
-    """Give each path its recorded mode back, if it still has the locked one (a mode changed since is kept)."""
+    """Give each path its recorded mode back, if it still has the locked one (a mode changed since
+    is kept)."""
     for path, mode in modes.items():
         try:
             now = stat.S_IMODE(os.lstat(path).st_mode)

@@ -19,8 +19,10 @@ from typing import Any
 
 #: The entry's first line.
 HEADER = (
-    "Public checks: they look at names, types and shapes only, never at values. The points come from "
-    "hidden tests, which check the values after you submit; their results show when grades are published."
+    "Public checks: they look at names, types and shapes only, never at values. The points come "
+    "from "
+    "hidden tests, which check the values after you submit; their results show when grades are "
+    "published."
 )
 #: What a question whose public checks passed gets, after the list of what was checked.
 PASSED = "public checks passed; the values are graded after you submit"
@@ -124,7 +126,8 @@ def _reason(message: str) -> str:
 
 
 def question_summary(test_file: Any) -> str:
-    """One question's lines: what its public checks looked at, and whether they passed (the reason if not)."""
+    """One question's lines: what its public checks looked at, and whether they passed (the reason
+    if not)."""
     public = [r for r in test_file.test_case_results if not r.test_case.hidden]
     if not public:
         return f"{test_file.name}: no public checks; the values are graded after you submit."

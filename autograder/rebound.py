@@ -118,7 +118,8 @@ class Rebound:
             )
             fix = "give the later value another name"
         return (
-            f"`{self.name}` {change}; it was {self.then} right after {question}'s cell ({question_cell}). "
+            f"`{self.name}` {change}; it was {self.then} right after {question}'s cell "
+            f"({question_cell}). "
             f"Answers are read when the whole notebook has run: {fix}."
         )
 
@@ -141,7 +142,8 @@ class KindWatch:
         self.at_question: dict[str, dict[str, str]] = {}
 
     def after_cell(self, index: int, kinds: dict) -> None:
-        """Record the ``kinds`` (``{name: kind}``, from the student process) the names had after cell ``index``."""
+        """Record the ``kinds`` (``{name: kind}``, from the student process) the names had after
+        cell ``index``."""
         for name in self.names:
             kind = kinds.get(name, MISSING)
             kind = kind[:80] if isinstance(kind, str) else MISSING

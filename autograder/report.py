@@ -49,11 +49,12 @@ h1 { font-size: 1.5em; margin: 0 0 .2em; } h2 { font-size: 1.2em; margin: 1.8em 
 figure { margin: .5em 0 1em; } figure img { max-width: 100%; height: auto; display: block; }
 figcaption { color: #555; font-size: .9em; }
 table { border-collapse: collapse; width: 100%; margin: .4em 0 1em; font-size: .93em; }
-th, td { text-align: left; vertical-align: top; padding: .3em .6em; border-bottom: 1px solid #e3e3e3; }
+th, td { text-align: left; vertical-align: top; padding: .3em .6em;
+         border-bottom: 1px solid #e3e3e3; }
 th { background: #f3f5f8; position: sticky; top: 0; }
 td.num, th.num { text-align: right; white-space: nowrap; font-variant-numeric: tabular-nums; }
-.msg { white-space: pre-wrap; overflow-wrap: anywhere; font: .88em/1.35 ui-monospace, Menlo, Consolas, monospace;
-       margin: 0 0 .35em; }
+.msg { white-space: pre-wrap; overflow-wrap: anywhere;
+       font: .88em/1.35 ui-monospace, Menlo, Consolas, monospace; margin: 0 0 .35em; }
 .count { color: #a33; font-weight: 600; white-space: nowrap; }
 .none { color: #777; font-style: italic; }
 table.compact { width: auto; min-width: 50%; } td.tag { white-space: nowrap; }
@@ -86,7 +87,8 @@ def render(outcomes: list[Outcome], title: str, folder: Path | None = None) -> s
         "<meta name='viewport' content='width=device-width, initial-scale=1'>",
         f"<title>{_e(title)}</title><style>{STYLE}</style></head><body>",
         f"<h1>{_e(title)}</h1>",
-        f"<p class='meta'>{_e(folder) + ', w' if folder else 'W'}ritten {datetime.now():%Y-%m-%d %H:%M}. "
+        f"<p class='meta'>{_e(folder) + ', w' if folder else 'W'}ritten "
+        f"{datetime.now():%Y-%m-%d %H:%M}. "
         "For course staff only: the tables name the submissions.</p>",
         _cards(outcomes, graded, possible, stopped),
         "<h2>Scores</h2>",
@@ -136,7 +138,8 @@ def _cards(outcomes, graded, possible, stopped) -> str:
 
 
 def _figure(fig, alt: str, caption: str) -> str:
-    """``fig`` as an embedded PNG (drawn at twice its size, for sharp text on high-density screens)."""
+    """``fig`` as an embedded PNG (drawn at twice its size, for sharp text on high-density
+    screens)."""
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=200, bbox_inches="tight")
     png = buffer.getvalue()
@@ -269,13 +272,15 @@ def _question_table(graded: list[Outcome]) -> str:
             shown += f"<div class='none'>{len(missed) - TOP_MESSAGES} other message(s)</div>"
         rows.append(
             f"<tr><td>{_e(q)}</td><td class='num'>{_g(points)}</td><td class='num'>{_g(mean)}</td>"
-            f"<td class='num'>{100 * share:.0f}%</td><td>{shown or '<span class=none>-</span>'}</td></tr>"
+            f"<td class='num'>{100 * share:.0f}%</td>"
+            f"<td>{shown or '<span class=none>-</span>'}</td></tr>"
         )
     if not rows:
         return ""
     return (
         "<table><thead><tr><th>question</th><th class='num'>points</th><th class='num'>mean</th>"
-        "<th class='num'>full marks</th><th>most frequent failure messages (as students saw them)</th>"
+        "<th class='num'>full marks</th><th>most frequent failure messages (as students saw "
+        "them)</th>"
         "</tr></thead><tbody>" + "".join(rows) + "</tbody></table>"
     )
 

@@ -55,7 +55,8 @@ def schema() -> dict:
 
 
 def field_path(parts) -> str:
-    """``("tests", 3, "visibility")`` -> ``"tests[3].visibility"``; the empty path is ``"<root>"``."""
+    """``("tests", 3, "visibility")`` -> ``"tests[3].visibility"``; the empty path is
+    ``"<root>"``."""
     out = ""
     for part in parts:
         out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
@@ -69,7 +70,8 @@ def _describe(error: jsonschema.ValidationError) -> list[str]:
         # The root rule "a score at the top level or on the tests": say which.
         return [
             f"score: missing; Gradescope needs a top-level 'score', or non-empty 'tests' that each "
-            f"carry a 'score' or a 'status', at least one with a 'score' ({_score_detail(error.instance)})"
+            f"carry a 'score' or a 'status', at least one with a 'score' "
+            f"({_score_detail(error.instance)})"
         ]
     if error.validator == "additionalProperties":
         extra = sorted(set(error.instance) - set(error.schema.get("properties", {})))
@@ -77,7 +79,8 @@ def _describe(error: jsonschema.ValidationError) -> list[str]:
         return [f"{prefix}{key}: not a field of Gradescope's results format" for key in extra]
     if error.validator == "enum":
         return [
-            f"{where}: {error.instance!r} is not one of {', '.join(map(repr, error.validator_value))}"
+            f"{where}: {error.instance!r} is not one of "
+            f"{', '.join(map(repr, error.validator_value))}"
         ]
     if error.validator == "type":
         return [f"{where}: {error.instance!r} is not of type {error.validator_value!r}"]

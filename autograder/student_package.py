@@ -79,7 +79,8 @@ def student_files(repo: Path = REPO) -> list[Path]:
 
 
 def _pyproject(repo: Path) -> str:
-    """The staged ``pyproject.toml``: the full package's version and requirements, the student name."""
+    """The staged ``pyproject.toml``: the full package's version and requirements, the student
+    name."""
     project = tomllib.loads((repo / "pyproject.toml").read_text())["project"]
     requirements = ",\n    ".join(f'"{r}"' for r in project["dependencies"])
     return f'''[build-system]
@@ -89,7 +90,8 @@ build-backend = "setuptools.build_meta"
 [project]
 name = "{DIST_NAME}"
 version = "{project["version"]}"
-description = "What students' notebooks import for the vision labs: public tests, layered checks, data loaders. No hidden tests, no reference solutions."
+description = "What students' notebooks import for the vision labs: public tests, layered checks, \
+data loaders. No hidden tests, no reference solutions."
 requires-python = "{project["requires-python"]}"
 dependencies = [
     {requirements},

@@ -85,7 +85,8 @@ TARGET_SPEEDUP = 1.8
 # --------------------------------------------------------------------------- memory cgroups
 
 def _memory_hierarchy() -> tuple[str, Path, str] | None:
-    """``(version, mount point, this process's cgroup path)`` of the memory controller, or ``None``."""
+    """``(version, mount point, this process's cgroup path)`` of the memory controller, or
+    ``None``."""
     own_v1 = own_v2 = None
     try:
         for line in Path("/proc/self/cgroup").read_text().splitlines():
@@ -260,7 +261,8 @@ class Run:
 def measure(
     command: list[str], cwd: Path | None = None, env: dict | None = None, pss: bool = True
 ) -> Run:
-    """Run ``command``, measuring time, CPU and memory of its whole process tree (see the module doc)."""
+    """Run ``command``, measuring time, CPU and memory of its whole process tree (see the module
+    doc)."""
     run = Run(load=os.getloadavg())
     cgroup, where = MemoryCgroup.create()
     run.accounting = where if cgroup is not None else f"no cgroup ({where})"
@@ -430,7 +432,8 @@ def plain_notebook(solution: Path, out: Path) -> Path:
 
 
 def bench_assignment(name: str, work: Path, pss: bool = True) -> dict[str, tuple[Run, str]]:
-    """``{label: (run, outcome)}`` for the baseline and the three ways of running ``name``'s solution."""
+    """``{label: (run, outcome)}`` for the baseline and the three ways of running ``name``'s
+    solution."""
     built = build(name, work)
     solution = built.solution
     run_dir = work / f"plain-{name}"
@@ -485,7 +488,8 @@ def bench_assignment(name: str, work: Path, pss: bool = True) -> dict[str, tuple
 
 
 def batch_submissions(n: int, work: Path) -> list[Path]:
-    """``n`` notebooks of ``where_mlps_fail``: every third the solution, the others one wrong fixture each."""
+    """``n`` notebooks of ``where_mlps_fail``: every third the solution, the others one wrong
+    fixture each."""
     from tests.fixtures.submissions import apply
     from tests.fixtures.where_mlps_fail.catalogue import WRONG
 
@@ -572,26 +576,43 @@ def header() -> list[str]:
     return [
         "# Grading benchmark",
         "",
-        f"Machine: {platform.machine()}, {os.cpu_count()} cores, {mem:.0f} GiB, Python {platform.python_version()}, "
-        f"{platform.platform()}. Written by `python -m benchmarks.run`; each section says when it was measured "
-        "and the load average (1 minute) before each run: on this shared machine other jobs inflate wall times.",
+        f"Machine: {platform.machine()}, {os.cpu_count()} cores, {mem:.0f} GiB, Python "
+        f"{platform.python_version()}, "
+        f"{platform.platform()}. Written by `python -m benchmarks.run`; each section says when it "
+        f"was measured "
+        "and the load average (1 minute) before each run: on this shared machine other jobs "
+        "inflate wall times.",
         "",
-        "Columns: *CPU s* is every process of the run (`getrusage(RUSAGE_CHILDREN)`). *cgroup peak* is the kernel's "
-        "peak charge (`memory.max_usage_in_bytes`) of a fresh memory cgroup holding the run's whole process tree: the "
-        "operating system's accounting, what a Docker/Gradescope memory limit counts. *anon peak* is that cgroup's "
-        "anonymous memory (sampled every 50 ms), which no limit can reclaim. *PSS peak* is the sum of the processes' "
-        "proportional set sizes (`/proc/PID/smaps_rollup`, sampled about once a second, so short peaks can be "
-        "missed): shared pages split among the processes mapping them. *RSS sum* counts torch's shared libraries "
-        "once per process (the judge and the student process both import torch), so it overstates. *above* is the "
+        "Columns: *CPU s* is every process of the run (`getrusage(RUSAGE_CHILDREN)`). *cgroup "
+        "peak* is the kernel's "
+        "peak charge (`memory.max_usage_in_bytes`) of a fresh memory cgroup holding the run's "
+        "whole process tree: the "
+        "operating system's accounting, what a Docker/Gradescope memory limit counts. *anon peak* "
+        "is that cgroup's "
+        "anonymous memory (sampled every 50 ms), which no limit can reclaim. *PSS peak* is the sum "
+        "of the processes' "
+        "proportional set sizes (`/proc/PID/smaps_rollup`, sampled about once a second, so short "
+        "peaks can be "
+        "missed): shared pages split among the processes mapping them. *RSS sum* counts torch's "
+        "shared libraries "
+        "once per process (the judge and the student process both import torch), so it overstates. "
+        "*above* is the "
         "same figure minus a bare `import torch, torchvision` measured the same way.",
         "",
-        "Page cache: cgroup v1 charges a file page to the cgroup that first reads it into memory. Pages already "
-        "cached by an earlier run (torch's shared libraries, Fashion-MNIST) stay charged to whoever read them "
-        "first, so on this warm machine the cgroup peak leaves them out, for the baseline as for the gradings; a "
-        "cold container (Gradescope) is charged once for every library page it reads, in the baseline too, so the "
-        "*above* figures carry over. Files a run writes or reads for the first time (results, scratch copies, "
-        "tmpfs) are charged to it; the kernel reclaims that cache before a limit is hit, so the cgroup peak of an "
-        "unlimited run is an upper bound and *anon peak* the floor. Nothing is dropped system-wide to measure.",
+        "Page cache: cgroup v1 charges a file page to the cgroup that first reads it into memory. "
+        "Pages already "
+        "cached by an earlier run (torch's shared libraries, Fashion-MNIST) stay charged to "
+        "whoever read them "
+        "first, so on this warm machine the cgroup peak leaves them out, for the baseline as for "
+        "the gradings; a "
+        "cold container (Gradescope) is charged once for every library page it reads, in the "
+        "baseline too, so the "
+        "*above* figures carry over. Files a run writes or reads for the first time (results, "
+        "scratch copies, "
+        "tmpfs) are charged to it; the kernel reclaims that cache before a limit is hit, so the "
+        "cgroup peak of an "
+        "unlimited run is an upper bound and *anon peak* the floor. Nothing is dropped system-wide "
+        "to measure.",
         "",
     ]
 
@@ -613,9 +634,11 @@ def assignment_section(name: str, rows: dict[str, tuple[Run, str]]) -> list[str]
     ]
     for label, (r, outcome) in rows.items():
         lines.append(
-            f"| {label} | {outcome or '-'} | {_load(r)} | {r.wall:.1f} | {r.cpu:.1f} | {_mb(r.cgroup_peak)} | "
+            f"| {label} | {outcome or '-'} | {_load(r)} | {r.wall:.1f} | {r.cpu:.1f} | "
+            f"{_mb(r.cgroup_peak)} | "
             f"{_above(r.cgroup_peak, base.cgroup_peak)} | {_mb(r.anon_peak)} | "
-            f"{_above(r.anon_peak, base.anon_peak)} | {r.pss_peak:.0f} | {r.pss_peak - base.pss_peak:+.0f} | "
+            f"{_above(r.anon_peak, base.anon_peak)} | {r.pss_peak:.0f} | "
+            f"{r.pss_peak - base.pss_peak:+.0f} | "
             f"{r.rss_peak:.0f} |"
         )
     target = (
@@ -645,23 +668,29 @@ def batch_section(rows: dict[str, tuple[Run, str]]) -> list[str]:
     lines = [
         "## Batch grading of where_mlps_fail",
         "",
-        f"Measured {_when()}; memory accounting: {one.accounting}. Every third submission is the solution, "
-        "the others one wrong fixture each of `tests/fixtures/where_mlps_fail/catalogue.py`. Threads as "
+        f"Measured {_when()}; memory accounting: {one.accounting}. Every third submission is the "
+        f"solution, "
+        "the others one wrong fixture each of `tests/fixtures/where_mlps_fail/catalogue.py`. "
+        "Threads as "
         "`grade_many` sets them: torch's default (2) at `--jobs 1`, one per grading at `--jobs 2`.",
         "",
-        "| run | outcome | load | wall s | CPU s | cgroup peak MB | anon peak MB | PSS peak MB | RSS sum MB |",
+        "| run | outcome | load | wall s | CPU s | cgroup peak MB | anon peak MB | PSS peak MB | "
+        "RSS sum MB |",
         "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for label, (r, outcome) in rows.items():
         lines.append(
-            f"| {label} | {outcome} | {_load(r)} | {r.wall:.1f} | {r.cpu:.1f} | {_mb(r.cgroup_peak)} | "
+            f"| {label} | {outcome} | {_load(r)} | {r.wall:.1f} | {r.cpu:.1f} | "
+            f"{_mb(r.cgroup_peak)} | "
             f"{_mb(r.anon_peak)} | {r.pss_peak:.0f} | {r.rss_peak:.0f} |"
         )
     lines += [
         "",
-        f"- speed-up at 2 workers: {one.wall / two.wall:.2f} (target: at least {TARGET_SPEEDUP}); CPU seconds "
+        f"- speed-up at 2 workers: {one.wall / two.wall:.2f} (target: at least {TARGET_SPEEDUP}); "
+        f"CPU seconds "
         f"at 2 workers / at 1: {two.cpu / one.cpu:.2f}; load average (1 minute) before the runs: "
-        f"{one.load[0]:.1f} and {two.load[0]:.1f} on {os.cpu_count()} cores. The speed-up only means "
+        f"{one.load[0]:.1f} and {two.load[0]:.1f} on {os.cpu_count()} cores. The speed-up only "
+        f"means "
         "something when the load before was well below the core count.",
         "",
     ]

@@ -126,13 +126,15 @@ def cross_entropy(probs: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         appear nowhere in the formula."
     """
     if probs.dim() != 2 or y.shape != probs.shape[:1]:
-        raise ValueError(f"probs must be (N, C) and y (N,), got {tuple(probs.shape)} and {tuple(y.shape)}")
+        raise ValueError(f"probs must be (N, C) and y (N,), got {tuple(probs.shape)} and "
+                         f"{tuple(y.shape)}")
     picked = probs[torch.arange(probs.shape[0]), y.long()]
     return -torch.log(picked).mean()
 
 
 def centre_of_mass(image: torch.Tensor) -> tuple[float, float]:
-    """(row, column) of the brightness-weighted mean pixel position of a ``(H, W)`` image, in float64."""
+    """(row, column) of the brightness-weighted mean pixel position of a ``(H, W)`` image, in
+    float64."""
     image = image.detach().double()
     mass = image.sum()
     rows = torch.arange(image.shape[-2], dtype=torch.float64)
@@ -244,7 +246,8 @@ def mlp() -> nn.Sequential:
 
 
 def accuracy(model: nn.Module, images: torch.Tensor, labels: torch.Tensor) -> float:
-    """Fraction of ``labels`` the model's largest logit names, over ``images`` ``(N, 1, 28, 28)``."""
+    """Fraction of ``labels`` the model's largest logit names, over ``images`` ``(N, 1, 28,
+    28)``."""
     with torch.no_grad():
         return (model(images).argmax(dim=1) == labels).float().mean().item()
 
@@ -328,7 +331,8 @@ def first_linear(model: nn.Module) -> nn.Linear:
 def find_chapter_list(
     points: torch.Tensor, values=CHAPTER_LIST, tol: float = LIST_TOLERANCE
 ) -> list[tuple[int, int]]:
-    """Every ``(digit, position)`` where ``values`` occur consecutively in a row of ``points`` ``(N, 784)``."""
+    """Every ``(digit, position)`` where ``values`` occur consecutively in a row of ``points`` ``(N,
+    784)``."""
     wanted = torch.tensor(values, dtype=points.dtype)
     windows = points.unfold(1, len(values), 1)  # (N, 784 - 4, 5)
     hits = (windows - wanted).abs().le(tol).all(dim=-1).nonzero()
@@ -360,7 +364,8 @@ def confident_digits(
     n: int = N_CONFIDENT,
     confidence: float = CONFIDENCE,
 ) -> torch.Tensor:
-    """Indices (int64, ascending) of the first ``n`` digits the model reads right with probability above ``confidence``."""
+    """Indices (int64, ascending) of the first ``n`` digits the model reads right with probability
+    above ``confidence``."""
     with torch.no_grad():
         probs = torch.softmax(model(images), dim=1)
     best, predicted = probs.max(dim=1)
@@ -368,7 +373,8 @@ def confident_digits(
 
 
 def scores_bank() -> torch.Tensor:
-    """``torch.manual_seed(0); torch.randn(10)``: the ten scores drawn from a bell curve (caller's RNG kept)."""
+    """``torch.manual_seed(0); torch.randn(10)``: the ten scores drawn from a bell curve (caller's
+    RNG kept)."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(SCORES_SEED)
         return torch.randn(10)

@@ -166,7 +166,8 @@ def _raw() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
 
 
 def select(train: bool, idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Images ``idx`` of the training (or test) file: float32 ``(n, 784)`` in [0, 1] (byte / 255), int64 labels."""
+    """Images ``idx`` of the training (or test) file: float32 ``(n, 784)`` in [0, 1] (byte / 255),
+    int64 labels."""
     images, labels, test_images, test_labels = _raw()
     if not train:
         images, labels = test_images, test_labels
@@ -215,7 +216,8 @@ def load_split(seed: int = SPLIT_SEED) -> dict[str, torch.Tensor]:
 
 
 def mlp(hidden: int = HIDDEN) -> nn.Sequential:
-    """The chapter's MLP: Linear(784, hidden), ReLU, Linear(hidden, 10). 203,530 parameters at 256."""
+    """The chapter's MLP: Linear(784, hidden), ReLU, Linear(hidden, 10). 203,530 parameters at
+    256."""
     return nn.Sequential(nn.Linear(784, hidden), nn.ReLU(), nn.Linear(hidden, 10))
 
 
@@ -282,7 +284,8 @@ def train_mlp_with_a_loader(
 
 
 def accuracy(net, X: torch.Tensor, y: torch.Tensor) -> float:
-    """The fraction of ``X`` whose largest logit is at ``y`` (the notebook's ``fashion.accuracy``)."""
+    """The fraction of ``X`` whose largest logit is at ``y`` (the notebook's
+    ``fashion.accuracy``)."""
     with torch.no_grad():
         return (net(X).argmax(dim=1) == y).float().mean().item()
 
@@ -355,7 +358,8 @@ def random_shifts(X: torch.Tensor, max_shift: int, seed: int) -> torch.Tensor:
 
 
 def distance_ratio(points: torch.Tensor) -> float:
-    """The mean over points of (distance to the nearest other point) / (distance to the farthest)."""
+    """The mean over points of (distance to the nearest other point) / (distance to the
+    farthest)."""
     d = torch.cdist(points, points)
     d.fill_diagonal_(float("inf"))
     nearest = d.min(dim=1).values
@@ -379,7 +383,8 @@ def distance_ratios(dims=DIMS, n_points: int = N_POINTS, seed: int = POINT_SEED)
 
 
 def exercise5(hidden: int = 1000) -> dict[str, float | int]:
-    """Exercise 5: first-layer weights on a 224x224x3 input, their float32 megabytes, and with 7x7x3 patches."""
+    """Exercise 5: first-layer weights on a 224x224x3 input, their float32 megabytes, and with 7x7x3
+    patches."""
     full = 224 * 224 * 3 * hidden
     return {
         "first_layer_params": full,

@@ -30,7 +30,8 @@ test_labels = digits.targets[test_set.indices]
 
 
 def mlp():
-    """The network before its first step: seeded 42, Flatten, Linear(784, 128), ReLU, Linear(128, 10)."""
+    """The network before its first step: seeded 42, Flatten, Linear(784, 128), ReLU, Linear(128,
+    10)."""
     torch.manual_seed(42)
     return nn.Sequential(nn.Flatten(), nn.Linear(784, 128), nn.ReLU(), nn.Linear(128, 10))
 
@@ -52,7 +53,8 @@ def shift(images, rows, cols):
 
 
 def accuracy(model, images, labels):
-    """Fraction of ``labels`` the model's largest score names, over ``images`` ``(N, 1, 28, 28)``; a float."""
+    """Fraction of ``labels`` the model's largest score names, over ``images`` ``(N, 1, 28, 28)``; a
+    float."""
     model.eval()
     with torch.no_grad():
         return (model(images).argmax(dim=1) == labels).float().mean().item()

@@ -87,7 +87,8 @@ DIVERGING_CMAPS = frozenset(
 
 
 def is_diverging(cmap_name: Any) -> bool:
-    """Whether ``cmap_name`` (a colour map's ``.name``) is one of :data:`DIVERGING_CMAPS`, or one reversed."""
+    """Whether ``cmap_name`` (a colour map's ``.name``) is one of :data:`DIVERGING_CMAPS`, or one
+    reversed."""
     if not isinstance(cmap_name, str):
         return False
     return cmap_name.removesuffix("_r") in DIVERGING_CMAPS
@@ -168,14 +169,17 @@ def expect_plain_image(where: str, ax: Any, image: Any) -> str | None:
     fig = figures.root_figure(ax)
     if "subfigure" in figures.figure_overlays(fig):
         raise CheckFailure(
-            f"the figure holding {where} is split into subfigures (fig.subfigures), which the grader "
-            "does not read: draw the Axes on the figure itself (plt.subplots, or a gridspec, nested "
+            f"the figure holding {where} is split into subfigures (fig.subfigures), which the "
+            f"grader "
+            "does not read: draw the Axes on the figure itself (plt.subplots, or a gridspec, "
+            "nested "
             "ones too)."
         )
     figures.settle(fig)
     if len(ax.images) != 1:
         raise CheckFailure(
-            f"{where} holds {len(ax.images)} images: draw one (an image drawn over another hides it)."
+            f"{where} holds {len(ax.images)} images: draw one (an image drawn over another hides "
+            f"it)."
         )
     if not (image.get_visible() and ax.get_visible()):
         raise CheckFailure(f"{where} is hidden (set_visible(False)): draw it visible.")
@@ -185,7 +189,8 @@ def expect_plain_image(where: str, ax: Any, image: Any) -> str | None:
     _expect_increasing_limits(where, image)
     if not figures.norm_is_linear(image):
         raise CheckFailure(
-            f"{where} is drawn with {type(image.norm).__name__}, not a linear colour scale from vmin "
+            f"{where} is drawn with {type(image.norm).__name__}, not a linear colour scale from "
+            f"vmin "
             "to vmax: pass vmin and vmax to imshow, without norm."
         )
     height, width = np.shape(image.get_array())[:2]
@@ -193,7 +198,8 @@ def expect_plain_image(where: str, ax: Any, image: Any) -> str | None:
     if image.origin != "upper" or not np.allclose(image.get_extent(), upright):
         raise CheckFailure(
             f"{where} is drawn flipped or stretched (origin='{image.origin}', extent "
-            f"{tuple(round(float(e), 2) for e in image.get_extent())}): draw it with imshow's default "
+            f"{tuple(round(float(e), 2) for e in image.get_extent())}): draw it with imshow's "
+            f"default "
             "origin and extent, row 0 at the top."
         )
     if np.ma.is_masked(image.get_array()):
@@ -202,11 +208,13 @@ def expect_plain_image(where: str, ax: Any, image: Any) -> str | None:
         )
     if image.get_transform() is not ax.transData:
         raise CheckFailure(
-            f"{where} is drawn through a transform of its own (set_transform): draw it as imshow does."
+            f"{where} is drawn through a transform of its own (set_transform): draw it as imshow "
+            f"does."
         )
     if not figures.default_clip(image, ax):
         raise CheckFailure(
-            f"{where} is clipped to a shape of its own (set_clip_path or set_clip_box): draw it whole."
+            f"{where} is clipped to a shape of its own (set_clip_path or set_clip_box): draw it "
+            f"whole."
         )
     _expect_whole_view(where, ax, width, height)
     extra = figures.axes_overlays(ax)
@@ -265,7 +273,8 @@ def _expect_increasing_limits(where: str, image: Any) -> None:
     if high == low and data.size and bool(np.isfinite(data).all()) and float(np.ptp(data)) == 0.0:
         raise CheckFailure(
             f"{where} shows an image whose values are all the same, so its colour limits are equal "
-            "(vmin = vmax) and every cell is drawn in one colour: is it the array the question asks "
+            "(vmin = vmax) and every cell is drawn in one colour: is it the array the question "
+            "asks "
             "for?"
         )
     raise CheckFailure(
@@ -275,7 +284,8 @@ def _expect_increasing_limits(where: str, image: Any) -> None:
 
 
 def _problems(artist: Any, find: Callable[[Any], list[str]]) -> list[str]:
-    """What the student process reported wrong with ``artist`` (on the judge's rebuild), else what ``find`` finds."""
+    """What the student process reported wrong with ``artist`` (on the judge's rebuild), else what
+    ``find`` finds."""
     reported = getattr(artist, "reported_problems", None)
     return list(reported) if isinstance(reported, list) else find(artist)
 
@@ -296,7 +306,8 @@ def _kinds(kinds: list[str]) -> str:
 
 
 def _expect_whole_view(where: str, ax: Any, width: int, height: int) -> None:
-    """The Axes shows the whole image, upright, filling at least half of it each way, at an aspect within 4x."""
+    """The Axes shows the whole image, upright, filling at least half of it each way, at an aspect
+    within 4x."""
     from autograder import figures
 
     (x0, x1), (y0, y1) = ax.get_xlim(), ax.get_ylim()
@@ -318,7 +329,8 @@ def _expect_whole_view(where: str, ax: Any, width: int, height: int) -> None:
         )
     if x1 - x0 > 2 * width or y0 - y1 > 2 * height:
         raise CheckFailure(
-            f"{where} fills less than half of its Axes (view limits far wider than the image): keep "
+            f"{where} fills less than half of its Axes (view limits far wider than the image): "
+            f"keep "
             "imshow's limits."
         )
     # the pixels as drawn: at most 4 times taller than wide or wider than tall (aspect="auto" in a
@@ -330,7 +342,8 @@ def _expect_whole_view(where: str, ax: Any, width: int, height: int) -> None:
     )
     if not 0.25 <= pixel <= 4.0:
         raise CheckFailure(
-            f"{where} is stretched: its pixels are drawn {pixel:.2g} times as tall as wide (set_aspect "
+            f"{where} is stretched: its pixels are drawn {pixel:.2g} times as tall as wide "
+            f"(set_aspect "
             "or aspect='auto' in a long, flat Axes): keep imshow's aspect."
         )
 
@@ -368,7 +381,8 @@ def _colour_map_name(where: str, image: Any) -> str | None:
     scaled = np.asarray(Normalize(low, high)(data), dtype=np.float64)
 
     def off(colour_map: Any) -> tuple[float, float]:
-        """Mean absolute difference of the RGB channels, and the share of values drawn clearly otherwise."""
+        """Mean absolute difference of the RGB channels, and the share of values drawn clearly
+        otherwise."""
         difference = np.abs(np.asarray(colour_map(scaled))[..., :3] - actual[..., :3])
         return float(difference.mean()), float((difference.max(axis=-1) > CELL_COLOUR_TOL).mean())
 
@@ -438,7 +452,8 @@ def relative_distance(actual: Any, expected: Any) -> float:
 
 
 def describe_type(value: Any) -> str:
-    """``value``'s kind for a message, never its value: "a tensor of shape (2, 3) and dtype torch.float32", "a list"."""
+    """``value``'s kind for a message, never its value: "a tensor of shape (2, 3) and dtype
+    torch.float32", "a list"."""
     if isinstance(value, torch.Tensor):
         return f"a tensor of shape {tuple(value.shape)} and dtype {value.dtype}"
     if isinstance(value, np.ndarray):
@@ -455,7 +470,8 @@ def expect_defined(name: str, value: Any) -> Any:
     """Fail when ``value`` is missing (``None`` or :data:`MISSING`); else return it."""
     if value is None or value is MISSING:
         raise CheckFailure(
-            f"`{name}` is not defined once the whole notebook has run: run the cell that defines it, "
+            f"`{name}` is not defined once the whole notebook has run: run the cell that defines "
+            f"it, "
             f"keep the name `{name}`, and do not delete or reuse it in a later cell."
         )
     if value is Ellipsis:
@@ -651,7 +667,8 @@ def expect_close(
     expected = expected.to(actual.dtype) if expected.dtype != actual.dtype else expected
     if actual.shape != expected.shape:
         raise CheckFailure(
-            f"`{name}` has shape {tuple(actual.shape)}, but it should have shape {tuple(expected.shape)}."
+            f"`{name}` has shape {tuple(actual.shape)}, but it should have shape "
+            f"{tuple(expected.shape)}."
         )
     close = torch.isclose(actual.detach(), expected.detach(), rtol=rtol, atol=atol)
     if not bool(close.all()):
@@ -677,7 +694,8 @@ def expect_equal(name: str, actual: Any, expected: Any) -> None:
         if not torch.equal(actual, expected):
             bad = int((actual != expected).sum())
             raise CheckFailure(
-                f"`{name}` has the right shape and dtype, but {bad} of its {actual.numel()} values are wrong."
+                f"`{name}` has the right shape and dtype, but {bad} of its {actual.numel()} values "
+                f"are wrong."
             )
         return
     if actual != expected:
@@ -813,7 +831,8 @@ def carried_names(test_func: Callable) -> list[str]:
 
 
 def quoted(name: str) -> str:
-    """A student's variable as messages show it (`` `net` ``); a description ("the network ... returned") as is."""
+    """A student's variable as messages show it (`` `net` ``); a description ("the network ...
+    returned") as is."""
     return f"`{name}`" if name.isidentifier() else name
 
 
@@ -851,10 +870,12 @@ def expect_module_parameters(name: str, value: Any) -> list[torch.Tensor]:
     if module:
         raise CheckFailure(
             f"{quoted(name)} is a network whose parameters the grader cannot read: more than "
-            f"{channel.MAX_PARAMETER_TENSORS} parameter tensors or {channel.MAX_PARAMETERS:,} numbers."
+            f"{channel.MAX_PARAMETER_TENSORS} parameter tensors or {channel.MAX_PARAMETERS:,} "
+            f"numbers."
         )
     raise CheckFailure(
-        f"{quoted(name)} should be a PyTorch network (an nn.Module such as nn.Sequential) whose parameters "
+        f"{quoted(name)} should be a PyTorch network (an nn.Module such as nn.Sequential) whose "
+        f"parameters "
         f"the grader can read, but it is {'an' if kind[:1].lower() in 'aeiou' else 'a'} {kind}."
     )
 

@@ -144,12 +144,14 @@ def _wire(value: Any) -> Any:
 
 
 def call(name: str, adapter: Any, func: Any, *args: Any) -> Any:
-    """Call the student's ``func`` (named ``name``) through ``call_with_arrays``; any error is a CheckFailure."""
+    """Call the student's ``func`` (named ``name``) through ``call_with_arrays``; any error is a
+    CheckFailure."""
     expect_callable(name, func)
     if adapter is None or adapter is Ellipsis or not callable(adapter):
         raise CheckFailure(
             "`call_with_arrays` is not defined: keep the first code cell's line "
-            "`from ib_support import call_with_arrays` (the grader calls your functions through it)."
+            "`from ib_support import call_with_arrays` (the grader calls your functions through "
+            "it)."
         )
     shown = f"{name}({', '.join(_short(a) for a in args)})"
     try:
@@ -174,7 +176,8 @@ def _rel(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def _reference_targets() -> list[tuple[str, Callable]]:
-    """``(name, reference target function)`` in the order of ``TARGETS`` (the first axis of the learning curves)."""
+    """``(name, reference target function)`` in the order of ``TARGETS`` (the first axis of the
+    learning curves)."""
     ib = _ref()
     functions = {"equivariant": ib.equivariant_target, "vignetted": ib.vignetted_target}
     return [(t, functions[t]) for t in ib.TARGETS]
@@ -221,7 +224,8 @@ def _numbers(shown: str, value: Any) -> np.ndarray:
 
 
 def check_q1(crops: Callable, X_test: Any, call_with_arrays: Any) -> None:
-    """``crops(n, rng)``: shape, range, the article's draw order (so determinism), and ``X_test``."""
+    """``crops(n, rng)``: shape, range, the article's draw order (so determinism), and
+    ``X_test``."""
     ib = _ref()
     expect_callable("crops", crops)
 
@@ -269,7 +273,8 @@ def _expect_float64(name: str, array: np.ndarray) -> None:
 
 
 def check_q2(neigh: Callable, call_with_arrays: Any) -> None:
-    """``neigh`` against the reference on random arrays (property test): exact, wrap-around, layout."""
+    """``neigh`` against the reference on random arrays (property test): exact, wrap-around,
+    layout."""
     _raise(_neigh_failure(neigh, call_with_arrays))
 
 
@@ -302,9 +307,11 @@ def _neigh_property(neigh: Any, call_with_arrays: Any) -> None:
                 expected.reshape(n, 16, 16, 25)[:, 2:-2, 2:-2],
             )
             hint = (
-                " It is right away from the borders: the borders must wrap around (np.roll), not be padded."
+                " It is right away from the borders: the borders must wrap around (np.roll), not "
+                "be padded."
                 if inner
-                else " Check the order: out[i, 16*r + c, 5*(a+2) + (b+2)] = x[i, (r+a) % 16, (c+b) % 16]."
+                else " Check the order: out[i, 16*r + c, 5*(a+2) + (b+2)] = x[i, (r+a) % 16, (c+b) "
+                     "% 16]."
             )
             raise CheckFailure(
                 f"`{shown}` has the right shape, but {int((got != expected).sum())} of its "
@@ -349,7 +356,8 @@ def _target_property(name: str, func: Callable, adapter: Any, expected_options: 
 
 
 def _substantial(own: Any, expected: np.ndarray) -> np.ndarray | None:
-    """``own`` when it is a finite array shaped like ``expected`` holding :data:`MIN_ENERGY` of its energy, else ``None``."""
+    """``own`` when it is a finite array shaped like ``expected`` holding :data:`MIN_ENERGY` of its
+    energy, else ``None``."""
     if not (
         isinstance(own, np.ndarray)
         and own.shape == expected.shape
@@ -410,7 +418,8 @@ def check_q3(
         raise CheckFailure(
             "`K` has the right shape but the wrong values."
             + (
-                " It is the kernel flipped: the target is a cross-correlation, K[u, v] = -v exp(...)"
+                " It is the kernel flipped: the target is a cross-correlation, K[u, v] = -v "
+                "exp(...)"
                 " with u the row offset and v the column offset."
                 if flipped
                 else ""
@@ -457,7 +466,8 @@ def _equivariant_failure(target: Any, neigh: Any, adapter: Any) -> CheckFailure 
 
 
 def _equivariant_is_reference(target: Any, neigh: Any, adapter: Any) -> bool:
-    """Whether ``equivariant_target`` is graded as the reference's: it passed q3 on a ``neigh`` that passed q2."""
+    """Whether ``equivariant_target`` is graded as the reference's: it passed q3 on a ``neigh`` that
+    passed q2."""
     return (
         _neigh_failure(neigh, adapter) is None
         and _equivariant_failure(target, neigh, adapter) is None
@@ -496,7 +506,8 @@ def _vignetted_failure(
 
 
 def _vignetted_is_reference(target: Any, equivariant_target: Any, neigh: Any, adapter: Any) -> bool:
-    """Whether ``vignetted_target`` is graded as the reference's: it passed q4 on an equivariant target that is."""
+    """Whether ``vignetted_target`` is graded as the reference's: it passed q4 on an equivariant
+    target that is."""
     return (
         _equivariant_is_reference(equivariant_target, neigh, adapter)
         and _vignetted_failure(target, equivariant_target, adapter, neigh) is None
@@ -562,13 +573,15 @@ def _not_carried(wrong: list[str] | set[str]) -> str:
         return ""
     names = ", ".join(f"`{n}`" for n in sorted(wrong))
     return (
-        f" Your {names} failed its own question, and errors are not carried forward through functions here: "
+        f" Your {names} failed its own question, and errors are not carried forward through "
+        f"functions here: "
         "this answer is graded against the reference's."
     )
 
 
 def _own_gap_agrees(gap: float, target: Any, adapter: Any, tol: float) -> bool:
-    """Errors carried forward: the gap of the student's own target (it failed its own check already)."""
+    """Errors carried forward: the gap of the student's own target (it failed its own check
+    already)."""
     ib = _ref()
     x = ib.test_crops()[:50]
     try:
@@ -588,7 +601,8 @@ def _fit_predict(fit, predict, adapter, model, X, Y, Xnew):
     params = call(f"fit('{model}', X, Y)", adapter, fit, model, X, Y)
     if not isinstance(params, np.ndarray):
         raise CheckFailure(
-            f"`fit('{model}', X, Y)` should return a NumPy array, but it returns {describe_type(params)}."
+            f"`fit('{model}', X, Y)` should return a NumPy array, but it returns "
+            f"{describe_type(params)}."
         )
     # finite numbers (complex for shared16's spectrum): a twenty-seventh hostile review's fit
     # returned NaN and kept the real parameters in a global for its predict, and every comparison
@@ -615,7 +629,8 @@ def _expected_predictions(model, X, Y, Xnew, nb=None, nb_new=None):
 
 
 def _expect_layout(model: str, params: Any, expected: np.ndarray) -> None:
-    """``fit``'s parameters laid out as the question says (``ib.fit``'s shapes), and the minimum-norm ones."""
+    """``fit``'s parameters laid out as the question says (``ib.fit``'s shapes), and the
+    minimum-norm ones."""
     shown = f"fit('{model}', X, Y)"
     layout = {
         "conv": "(25,), laid out like neigh's last axis",
@@ -740,7 +755,8 @@ def _least_squares_property(
                     ib.neigh(other),
                 )
                 shown_nb = (
-                    f"predict('{model}', params, X, nb) with nb = neigh(X2), the neighbourhoods of other "
+                    f"predict('{model}', params, X, nb) with nb = neigh(X2), the neighbourhoods of "
+                    f"other "
                     "crops X2"
                 )
                 if (
@@ -1137,7 +1153,8 @@ def check_q8(
         v = expect_array(name, value, (2, 4, len(sizes)))
         if not np.allclose(v, stat(e, axis=-1), rtol=1e-12, atol=0):
             raise CheckFailure(
-                f"`{name}` is not the {name.replace('err_', '')} of `err` over the seeds (last axis)."
+                f"`{name}` is not the {name.replace('err_', '')} of `err` over the seeds (last "
+                f"axis)."
             )
     expected = ib.learning_curves(seeds=seeds).errors
     bad = _cells_agree(e, expected, sizes)
@@ -1150,19 +1167,22 @@ def check_q8(
     own = _Own(call_with_arrays, fit, predict, rel_err, equivariant_target, vignetted_target, neigh)
     if not carry_forward and own.own:
         raise CheckFailure(
-            f"`err` has {bad} of its {e.size} cells wrong (tolerances: relative 1e-6, a factor of 10 "
+            f"`err` has {bad} of its {e.size} cells wrong (tolerances: relative 1e-6, a factor of "
+            f"10 "
             "at the interpolation peaks)." + _not_carried(own.own)
         )
     why = own.degenerate()
     if why is not None:
         raise CheckFailure(
-            f"`err` has {bad} of its {e.size} cells wrong, and cannot be graded on your own functions "
+            f"`err` has {bad} of its {e.size} cells wrong, and cannot be graded on your own "
+            f"functions "
             f"instead: {why}."
         )
     x_test = ib.test_crops()
     sigma = expect_number("SIGMA", SIGMA)
     message = (
-        f"`err` has {bad} of its {e.size} cells wrong (tolerances: relative 1e-6, a factor of 10 at the "
+        f"`err` has {bad} of its {e.size} cells wrong (tolerances: relative 1e-6, a factor of 10 "
+        f"at the "
         "interpolation peaks)"
     )
     # every cell of every seed (not a few, nor seed 0 alone: the others could be made up, or come

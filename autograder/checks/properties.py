@@ -105,7 +105,8 @@ INCONSISTENT = (
 
 
 def _first_check_failure(error: BaseException, depth: int = 0) -> CheckFailure | None:
-    """The first :class:`CheckFailure` in ``error``, the exceptions it groups, or those it was raised from."""
+    """The first :class:`CheckFailure` in ``error``, the exceptions it groups, or those it was
+    raised from."""
     if isinstance(error, CheckFailure):
         return error
     if depth > 20:

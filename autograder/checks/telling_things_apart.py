@@ -232,7 +232,8 @@ def _rebuild(tensors: list[torch.Tensor]) -> nn.Module:
 
 
 def _agrees(model: Any, net: nn.Module) -> bool:
-    """Whether ``model`` (the student's, perhaps remote) gives ``net``'s logits on 64 test digits."""
+    """Whether ``model`` (the student's, perhaps remote) gives ``net``'s logits on 64 test
+    digits."""
     sample = _data()[2][:64]
     try:
         out = model(sample)
@@ -285,7 +286,8 @@ def _student_net(model: Any, weights: Any) -> nn.Module | None:
 
 
 def _responsive_digits(net: nn.Module, images: torch.Tensor, labels: torch.Tensor) -> int:
-    """How many of ``net``'s confident test digits have a cross-entropy gradient that is not all zero."""
+    """How many of ``net``'s confident test digits have a cross-entropy gradient that is not all
+    zero."""
     digits = _reference().confident_digits(net, images, labels)
     if len(digits) == 0:
         return 0
@@ -297,7 +299,8 @@ def _responsive_digits(net: nn.Module, images: torch.Tensor, labels: torch.Tenso
 
 
 def _graded_net(model: Any, weights: Any) -> nn.Module:
-    """The network later answers are graded on: the student's own (errors carried forward), else the reference."""
+    """The network later answers are graded on: the student's own (errors carried forward), else the
+    reference."""
     net = _student_net(model, weights)
     return net if net is not None else _reference().reference_model()
 
@@ -321,7 +324,8 @@ def _property_model(model: Any, weights: Any, mlp: Any) -> tuple[Any, nn.Module,
             fresh = None
     if fresh is None or not _agrees(fresh, local):
         raise CheckFailure(
-            "your functions could not be tested: `model` and `weights` (q4) do not rebuild your trained "
+            "your functions could not be tested: `model` and `weights` (q4) do not rebuild your "
+            "trained "
             "network, and `mlp()` is not the network of digits.py. Keep q4's names and run it."
         )
     return fresh, local, False
@@ -356,7 +360,8 @@ def _model_values(net: nn.Module) -> dict:
 
 
 def check_q1(n_train, n_test, test_counts, pixel_215, pixel_243, points, chapter_digit) -> None:
-    """The split's sizes and class counts, the row-by-row flattening, the chapter's list of brightnesses."""
+    """The split's sizes and class counts, the row-by-row flattening, the chapter's list of
+    brightnesses."""
     a = _answers()
     expect_int("n_train", n_train, a["n_train"])
     expect_int("n_test", n_test, a["n_test"])
@@ -420,7 +425,8 @@ def _logits(data, scale_choices=(0.5, 1.0, 2.0)) -> torch.Tensor:
 
 
 def check_softmax_function(softmax: Callable) -> None:
-    """``softmax(logits, temperature=1.0)`` over the last axis, by property (Hypothesis, derandomized)."""
+    """``softmax(logits, temperature=1.0)`` over the last axis, by property (Hypothesis,
+    derandomized)."""
     expect_callable("softmax", softmax)
 
     @given(st.data())
@@ -546,7 +552,8 @@ def check_softmax_function(softmax: Callable) -> None:
 
 
 def check_q2(softmax, winner_share, temperature_share) -> None:
-    """The softmax by property; the winner's share as the spread widens and the temperature rises."""
+    """The softmax by property; the winner's share as the spread widens and the temperature
+    rises."""
     check_softmax_function(softmax)
     a = _answers()
     _float_dict("winner_share", winner_share, a["winner_share"])
@@ -614,7 +621,8 @@ def check_q3(cross_entropy, chapter_losses, untrained_loss) -> None:
 def check_q4(
     model, weights, n_parameters, train_losses, train_accuracy, test_accuracy, gap
 ) -> None:
-    """The trained network: its weights, its size, its loss curve, its scores on the 8,000 and the 2,000, the gap."""
+    """The trained network: its weights, its size, its loss curve, its scores on the 8,000 and the
+    2,000, the gap."""
     a = _answers()
     expect_callable("model", model)
     out = call_student("model", model, torch.zeros(2, 1, 28, 28))
@@ -676,7 +684,8 @@ def check_q4(
     ]
     if not runs:
         raise CheckFailure(
-            "`model` is not the network the recipe trains: mlp() as given, plain SGD at learning rate "
+            "`model` is not the network the recipe trains: mlp() as given, plain SGD at learning "
+            "rate "
             "0.1 (no momentum, no weight decay), nn.CrossEntropyLoss(), 10 epochs over the 8,000 "
             "training digits only, each in the order torch.randperm(8000, generator=order) with "
             "`order` created once, in consecutive batches of 32 (a shuffling DataLoader with "
@@ -727,7 +736,8 @@ def _check_recentred(recenter: Callable, image: torch.Tensor, shown: str) -> Non
 
 
 def check_recenter_function(recenter: Callable) -> None:
-    """``recenter(image)`` by property: a whole-pixel move putting the centre of mass at (14, 14)."""
+    """``recenter(image)`` by property: a whole-pixel move putting the centre of mass at (14,
+    14)."""
     expect_callable("recenter", recenter)
     ref = _reference()
     test_images = _data()[2]
@@ -789,7 +799,8 @@ def check_recenter_function(recenter: Callable) -> None:
 
 
 def check_q5(recenter, corner_accuracy, recentred_accuracy, model, weights) -> None:
-    """recenter by property; the model's accuracy on digits in the corner, before and after re-centring."""
+    """recenter by property; the model's accuracy on digits in the corner, before and after
+    re-centring."""
     check_recenter_function(recenter)
     values = _model_values(_graded_net(model, weights))
     expect_number(
@@ -815,7 +826,8 @@ def _saliency_digits(net: nn.Module) -> list[int]:
 
 
 def check_saliency_function(saliency: Callable, model: Any, net: nn.Module) -> None:
-    """``saliency(model, image)`` against autograd on ``net`` (``model``'s copy), digits read right and wrong."""
+    """``saliency(model, image)`` against autograd on ``net`` (``model``'s copy), digits read right
+    and wrong."""
     expect_callable("saliency", saliency)
     ref = _reference()
     _, _, images, _ = _data()
@@ -850,7 +862,8 @@ def check_q6(saliency, evidence, evidence_class, model, weights, mlp) -> None:
 
 
 def check_q7(units, drivers, confusion, most_confused, model, weights) -> None:
-    """The first layer's 128 units as images, the digits that drive each score, the confusion matrix."""
+    """The first layer's 128 units as images, the digits that drive each score, the confusion
+    matrix."""
     values = _model_values(_graded_net(model, weights))
     expect_tensor(
         "units", units, shape=tuple(values["units"].shape), dtype=torch.float32, requires_grad=None
@@ -895,7 +908,8 @@ def check_q7(units, drivers, confusion, most_confused, model, weights) -> None:
         counts.append(int(expected[true, predicted]))
     if counts != top:
         raise CheckFailure(
-            "`most_confused` does not list the three (true, predicted) pairs with the largest counts "
+            "`most_confused` does not list the three (true, predicted) pairs with the largest "
+            "counts "
             "off the diagonal, largest first."
         )
 
@@ -998,7 +1012,8 @@ def check_fgsm_function(fgsm: Callable, model: Any, net: nn.Module, trained: boo
 
 
 def check_q8(fgsm, confident, flip_rate, adversarial_l2, model, weights, mlp) -> None:
-    """fgsm by property; on the student's model: the confident digits, how many flip, how far they moved."""
+    """fgsm by property; on the student's model: the confident digits, how many flip, how far they
+    moved."""
     handle, net, trained = _property_model(model, weights, mlp)
     check_fgsm_function(fgsm, handle, net, trained)
     values = _model_values(_graded_net(model, weights))

@@ -272,7 +272,8 @@ def _file_rows(train: bool) -> frozenset[bytes]:
 
 
 def _from_file(X: torch.Tensor, y: torch.Tensor, train: bool) -> bool:
-    """Whether every row of ``X`` (byte / 255) is an image of the training (or test) file, with its label."""
+    """Whether every row of ``X`` (byte / 255) is an image of the training (or test) file, with its
+    label."""
     import numpy as np
 
     scaled = X.detach().numpy().astype(np.float64) * 255
@@ -331,12 +332,14 @@ class MLP:
         return self.weights[0].shape[0]
 
     def logits(self, X: torch.Tensor) -> torch.Tensor:
-        """Logits ``(n, 10)`` of images ``X`` ``(n, 784)``, summed by ``addmm`` as ``nn.Linear`` sums them."""
+        """Logits ``(n, 10)`` of images ``X`` ``(n, 784)``, summed by ``addmm`` as ``nn.Linear``
+        sums them."""
         W1, b1, W2, b2 = self.weights
         return F.linear(F.relu(F.linear(X, W1, b1)), W2, b2)
 
     def accuracy(self, X: torch.Tensor, y: torch.Tensor) -> float:
-        """The fraction of images ``X`` ``(n, 784)`` whose largest logit is at their label ``y`` ``(n,)``."""
+        """The fraction of images ``X`` ``(n, 784)`` whose largest logit is at their label ``y``
+        ``(n,)``."""
         return (self.logits(X).argmax(dim=1) == y).float().mean().item()
 
     def same_as(self, other: MLP) -> bool:
@@ -363,7 +366,8 @@ def _mlp(name: str, model: Any, hidden: int | None = None) -> MLP:
             ", ..." if len(params) > 8 else ""
         )
         raise CheckFailure(
-            f"{quoted(name)} is not the chapter's MLP, nn.Sequential(nn.Linear(784, {hidden}), nn.ReLU(), "
+            f"{quoted(name)} is not the chapter's MLP, nn.Sequential(nn.Linear(784, {hidden}), "
+            f"nn.ReLU(), "
             f"nn.Linear({hidden}, 10)): its parameters have the shapes [{shown}]."
         )
     for i, p in enumerate(params):
@@ -382,8 +386,10 @@ def _mlp(name: str, model: Any, hidden: int | None = None) -> MLP:
         atol=LOGIT_TOL * max(1.0, float(expected.abs().max())),
     ):
         raise CheckFailure(
-            f"{quoted(name)} called on images does not give what its own layers give: the grader scores "
-            f"the network its parameters make (Linear(784, {hidden}), ReLU, Linear({hidden}, 10)), so "
+            f"{quoted(name)} called on images does not give what its own layers give: the grader "
+            f"scores "
+            f"the network its parameters make (Linear(784, {hidden}), ReLU, Linear({hidden}, 10)), "
+            f"so "
             "its forward pass must be exactly that."
         )
     return rebuilt
@@ -452,7 +458,8 @@ def _default_network(train_mlp: Any, data: dict[str, torch.Tensor]) -> MLP:
 
 
 def _expect_trains(train_mlp: Any, data: dict[str, torch.Tensor], name: str) -> None:
-    """Errors carried forward only from a ``train_mlp`` that trains: its network above :data:`MIN_CARRIED_ACCURACY`."""
+    """Errors carried forward only from a ``train_mlp`` that trains: its network above
+    :data:`MIN_CARRIED_ACCURACY`."""
     if (
         _default_network(train_mlp, data).accuracy(data["X_val"], data["y_val"])
         < MIN_CARRIED_ACCURACY
@@ -464,7 +471,8 @@ def _expect_trains(train_mlp: Any, data: dict[str, torch.Tensor], name: str) -> 
 
 
 def _trains_well(train_mlp: Any, data: dict[str, torch.Tensor]) -> bool:
-    """Whether ``train_mlp``'s network scores within :data:`VAL_BAND` of the reference (a healthy ``train_mlp``)."""
+    """Whether ``train_mlp``'s network scores within :data:`VAL_BAND` of the reference (a healthy
+    ``train_mlp``)."""
     score = _default_network(train_mlp, data).accuracy(data["X_val"], data["y_val"])
     return abs(score - _trained(data)["val_acc"]) <= VAL_BAND
 
@@ -482,7 +490,8 @@ def _bands_skipped(
 
 
 def _not_carried(train_mlp: Any, data: dict[str, torch.Tensor]) -> str:
-    """A band failure's second sentence when ``train_mlp`` itself is off the recipe (errors not carried forward)."""
+    """A band failure's second sentence when ``train_mlp`` itself is off the recipe (errors not
+    carried forward)."""
     try:
         healthy = _trains_well(train_mlp, data)
     except CheckFailure:
@@ -579,7 +588,8 @@ def _healthy(net: Any, data: dict[str, torch.Tensor]) -> bool:
 
 
 def _shift_failure(shift_right: Any) -> CheckFailure | None:
-    """q3's verdict on ``shift_right``, decided once per grading (:func:`autograder.checks.once`)."""
+    """q3's verdict on ``shift_right``, decided once per grading
+    (:func:`autograder.checks.once`)."""
     return once("shift_right", (shift_right,), lambda: check_shift_function(shift_right))
 
 
@@ -678,7 +688,8 @@ MIN_ROW_SPREAD = 1e-3
 
 
 def _weights_used(net_weights: Any) -> list[torch.Tensor] | None:
-    """The student's ``net_weights`` when it is the chapter's four tensors, no first-weight row constant; else ``None``."""
+    """The student's ``net_weights`` when it is the chapter's four tensors, no first-weight row
+    constant; else ``None``."""
     shapes = [(256, 784), (256,), (10, 256), (10,)]
     if (
         isinstance(net_weights, (list, tuple))
@@ -701,7 +712,8 @@ _NO_WEIGHTS = (
 
 
 def check_split_function(make_split: Callable) -> None:
-    """``make_split(seed)`` by property: sizes, ranges, no repeats, fit and validation disjoint, determinism."""
+    """``make_split(seed)`` by property: sizes, ranges, no repeats, fit and validation disjoint,
+    determinism."""
     expect_callable("make_split", make_split)
     r = _reference()
 
@@ -727,7 +739,8 @@ def check_split_function(make_split: Callable) -> None:
             result.append(item.long())
         if bool(torch.isin(result[0], result[1]).any()):
             raise CheckFailure(
-                f"`{shown}`: the fitting and validation indices share images; they must be disjoint."
+                f"`{shown}`: the fitting and validation indices share images; they must be "
+                f"disjoint."
             )
         return result
 
@@ -797,7 +810,10 @@ def check_train_function(train_mlp: Callable) -> None:
     def outputs(
         seed: int, epochs: int = 2, labels: torch.Tensor = y, shown_labels: str = "y_tr[:64]"
     ) -> torch.Tensor:
-        shown = f"the network `train_mlp(X_tr[:64], {shown_labels}, hidden=8, epochs={epochs}, seed={seed})` returned"
+        shown = (
+            f"the network `train_mlp(X_tr[:64], {shown_labels}, hidden=8, epochs={epochs}, "
+            f"seed={seed})` returned"
+        )
         return _retrained(
             train_mlp, X, labels, shown, 8, hidden=8, epochs=epochs, seed=seed
         ).logits(probe)
@@ -850,7 +866,8 @@ def check_train_function(train_mlp: Callable) -> None:
     )
     if twice.same_as(two_epochs):
         raise CheckFailure(
-            "`train_mlp` takes the images in the same order every epoch: draw each epoch's order as "
+            "`train_mlp` takes the images in the same order every epoch: draw each epoch's order "
+            "as "
             "`torch.randperm(len(X), generator=g)` and take its indices 100 at a time."
         )
     # the recipe itself, where the batch order cannot matter: 64 images are one batch per epoch (an
@@ -901,7 +918,8 @@ def check_train_function(train_mlp: Callable) -> None:
     )
     if not 1.5 < steps < 2.5:
         raise CheckFailure(
-            "`train_mlp(X, y, hidden=8, epochs=1, seed=3)` on 200 of the fitting images does not take "
+            "`train_mlp(X, y, hidden=8, epochs=1, seed=3)` on 200 of the fitting images does not "
+            "take "
             "two Adam steps: take each epoch's order 100 indices at a time (batches of 100)."
         )
     # ...and the batch order itself, where it matters: 250 images are three batches per epoch (100,
@@ -958,7 +976,8 @@ def _recipe_orders(X: torch.Tensor, y: torch.Tensor, probe: torch.Tensor) -> lis
 def check_q2(
     train_mlp, net, net_weights, n_params, val_acc, X_tr, y_tr, X_val, y_val, X_test, y_test
 ) -> None:
-    """The chapter's MLP: its parameter count, its architecture, its validation accuracy in a band; determinism."""
+    """The chapter's MLP: its parameter count, its architecture, its validation accuracy in a band;
+    determinism."""
     expect_int("n_params", n_params, _answers()["n_params"])
     weights = expect_sequence("net_weights", net_weights, 4)
     for i, shape in enumerate([(256, 784), (256,), (10, 256), (10,)]):
@@ -969,7 +988,8 @@ def check_q2(
     model = _mlp("net", net)
     if not all(torch.equal(p, w.detach()) for p, w in zip(model.weights, weights)):
         raise CheckFailure(
-            "`net_weights` are not the parameters of `net`, detached, in order (first weight, first "
+            "`net_weights` are not the parameters of `net`, detached, in order (first weight, "
+            "first "
             "bias, second weight, second bias)."
         )
     score = model.accuracy(data["X_val"], data["y_val"])
@@ -987,7 +1007,8 @@ def check_q2(
         )
     if abs(score - _trained(data)["val_acc"]) > VAL_BAND:
         raise CheckFailure(
-            "`net` is the chapter's MLP, but trained by `train_mlp` it does not score on the validation "
+            "`net` is the chapter's MLP, but trained by `train_mlp` it does not score on the "
+            "validation "
             "images what the recipe (Adam, lr 1e-3, batches of 100, 30 epochs) gives."
         )
     # ...and is the recipe's network itself (an eleventh hostile review's train_mlp stopped early
@@ -1010,7 +1031,8 @@ def check_q2(
 
 
 def check_shift_function(shift_right: Callable) -> None:
-    """``shift_right(x, s)`` against the reference by property: black-filled, along each image's columns."""
+    """``shift_right(x, s)`` against the reference by property: black-filled, along each image's
+    columns."""
     expect_callable("shift_right", shift_right)
     reference_shift = _reference().shift_right
 
@@ -1025,7 +1047,8 @@ def check_shift_function(shift_right: Callable) -> None:
         expect_tensor(shown, actual, shape=x.shape, dtype=x.dtype, requires_grad=None)
         if not torch.equal(actual, reference_shift(x, s)):
             raise CheckFailure(
-                f"`{shown}` is not every 28 by 28 image moved {s} column(s) right with black filled in "
+                f"`{shown}` is not every 28 by 28 image moved {s} column(s) right with black "
+                f"filled in "
                 "on the left (reshape to 28 by 28, move along the columns, flatten back; "
                 "shift 0 leaves the images as they are)."
             )
@@ -1045,7 +1068,8 @@ def check_shift_function(shift_right: Callable) -> None:
 
 
 def check_q3(shift_right, shift_accs, net, X_tr, y_tr, X_val, y_val, X_test, y_test) -> None:
-    """The validation cliff: ``shift_right`` by property; accuracy at 0..4 pixels, falling with every pixel."""
+    """The validation cliff: ``shift_right`` by property; accuracy at 0..4 pixels, falling with
+    every pixel."""
     failure = _shift_failure(shift_right)
     if failure is not None:
         raise CheckFailure(str(failure))
@@ -1074,7 +1098,8 @@ def check_q3(shift_right, shift_accs, net, X_tr, y_tr, X_val, y_val, X_test, y_t
     for s, score, expected in zip(r.SHIFTS, scores, _trained(data)["shift_accs"]):
         if abs(score - expected) > SHIFT_BAND:
             raise CheckFailure(
-                f"`shift_accs[{s}]` is far from what the chapter's network scores at a shift of {s}."
+                f"`shift_accs[{s}]` is far from what the chapter's network scores at a shift of "
+                f"{s}."
             )
 
 
@@ -1133,8 +1158,10 @@ def check_q4(
         for plain in _plain_networks(net, train_mlp, data)
     ):
         raise CheckFailure(
-            "`net_shuffled` is `net` with its first weight's columns moved by `pixel_perm` (Exercise 1), "
-            "not a network trained afresh on the shuffled fitting images: the question asks whether "
+            "`net_shuffled` is `net` with its first weight's columns moved by `pixel_perm` "
+            "(Exercise 1), "
+            "not a network trained afresh on the shuffled fitting images: the question asks "
+            "whether "
             "training from scratch finds as good a network."
         )
     if skipped:
@@ -1143,7 +1170,8 @@ def check_q4(
     with _recipe_bands(train_mlp, data):
         if abs(value - plain) > SHUFFLE_GAP:
             raise CheckFailure(
-                "`shuffled_acc` is far from the accuracy on the original images: retrain on shuffled "
+                "`shuffled_acc` is far from the accuracy on the original images: retrain on "
+                "shuffled "
                 "fitting images and score on validation images shuffled the same way."
             )
 
@@ -1152,7 +1180,8 @@ def check_q4(
 
 
 def check_permuted_weight_function(weight_for_permuted: Callable) -> None:
-    """``weight_for_permuted(W, P)``: the layer with it on P x equals the layer with W on x, by property."""
+    """``weight_for_permuted(W, P)``: the layer with it on P x equals the layer with W on x, by
+    property."""
     expect_callable("weight_for_permuted", weight_for_permuted)
 
     @given(st.data())
@@ -1167,7 +1196,10 @@ def check_permuted_weight_function(weight_for_permuted: Callable) -> None:
         W = torch.rand(h, d, generator=gen) - 0.5
         x = torch.rand(4, d, generator=gen)
         W_before, P_before = W.clone(), P.clone()
-        shown = f"weight_for_permuted(W, P) for W of shape {(h, d)} and a {d} by {d} permutation matrix P"
+        shown = (
+            f"weight_for_permuted(W, P) for W of shape {(h, d)} and a {d} by {d} "
+            "permutation matrix P"
+        )
         W_new = expect_tensor(
             shown,
             call_student("weight_for_permuted", weight_for_permuted, W, P),
@@ -1191,7 +1223,8 @@ def check_q5(weight_for_permuted, P, W1_perm, same_outputs, net_weights, pixel_p
     expect_tensor("P", P, shape=(784, 784), dtype=torch.float32)
     if not torch.equal(P, torch.eye(784)[perm]):
         raise CheckFailure(
-            "`P` is not the permutation matrix with P @ x == x[pixel_perm] (torch.eye(784)[pixel_perm])."
+            "`P` is not the permutation matrix with P @ x == x[pixel_perm] "
+            "(torch.eye(784)[pixel_perm])."
         )
     expect_tensor("W1_perm", W1_perm, shape=(256, 784), dtype=torch.float32)
     weights = _weights_used(net_weights)
@@ -1211,7 +1244,8 @@ def check_q5(weight_for_permuted, P, W1_perm, same_outputs, net_weights, pixel_p
 
 @drawing_each_figure_once
 def check_q6(fig_templates, net_weights) -> None:
-    """Figure 6.2: 16 first-layer rows as 28 by 28 images, each on a colour scale centred on zero."""
+    """Figure 6.2: 16 first-layer rows as 28 by 28 images, each on a colour scale centred on
+    zero."""
     import matplotlib
     from matplotlib.figure import Figure
 
@@ -1231,7 +1265,8 @@ def check_q6(fig_templates, net_weights) -> None:
     shown = [ax.images[0] for ax in drawn]
     if len(shown) != 16:
         raise CheckFailure(
-            f"`fig_templates` shows {len(shown)} image(s), but it should show 16 templates, one per Axes."
+            f"`fig_templates` shows {len(shown)} image(s), but it should show 16 templates, one "
+            f"per Axes."
         )
     # a tenth hostile review drew them in a row of 16 (and in grey): the 4 by 4 grid, read from
     # where each Axes is drawn, so that ImageGrid, hand-placed Axes and a column of colour bars
@@ -1247,7 +1282,8 @@ def check_q6(fig_templates, net_weights) -> None:
     for i, cell in enumerate(cells):
         if cell != divmod(i, 4):
             raise CheckFailure(
-                f"`fig_templates`' template {i} is not in cell {i} of the 4 by 4 grid (reading order): "
+                f"`fig_templates`' template {i} is not in cell {i} of the 4 by 4 grid (reading "
+                f"order): "
                 "row i in axes.flat[i]."
             )
     for i, (ax, image) in enumerate(zip(drawn, shown)):
@@ -1258,7 +1294,8 @@ def check_q6(fig_templates, net_weights) -> None:
             named = str(image.get_cmap().name)[:40]
             like = "" if colours in (named, None) else f" (the colours of {colours!r})"
             raise CheckFailure(
-                f"`fig_templates`' image {i} is drawn with the colour map {named!r}{like}, which is "
+                f"`fig_templates`' image {i} is drawn with the colour map {named!r}{like}, which "
+                f"is "
                 "not a diverging one: positive and negative weights must read alike, e.g. "
                 "cmap=\"RdBu_r\"."
             )
@@ -1287,12 +1324,14 @@ def check_q6(fig_templates, net_weights) -> None:
         if high > TEMPLATE_LIMIT_RANGE * float(weights[0].abs().max()):
             raise CheckFailure(
                 f"`fig_templates`' image {i} is drawn on a colour scale far wider than the weights "
-                "(every template reads as flat): take `limit` from the weights' largest absolute value."
+                "(every template reads as flat): take `limit` from the weights' largest absolute "
+                "value."
             )
         if high < float(row.median()):
             raise CheckFailure(
                 f"`fig_templates`' image {i} is drawn on a colour scale narrower than most of its "
-                "weights (most pixels are clipped): take `limit` from the weights' largest absolute value."
+                "weights (most pixels are clipped): take `limit` from the weights' largest "
+                "absolute value."
             )
 
 
@@ -1331,7 +1370,8 @@ def check_q7(
         curve = _numbers(f"sweep_errors[{n}]", sweep_errors[n], len(r.WIDTHS))
         if not all(0.0 <= e <= 1.0 for e in curve):
             raise CheckFailure(
-                f"`sweep_errors[{n}]` holds values outside [0, 1]: store validation errors, 1 - accuracy."
+                f"`sweep_errors[{n}]` holds values outside [0, 1]: store validation errors, 1 - "
+                f"accuracy."
             )
         curves[n] = curve
     data = _data(X_tr, y_tr, X_val, y_val, X_test, y_test)
@@ -1366,7 +1406,8 @@ def check_q7(
                 )
             if abs(curves[n][i] - error) > 1.0 / len(data["y_val"]) + 1e-6:
                 raise CheckFailure(
-                    f"`sweep_errors[{n}][{i}]` is not the validation error of the network `train_mlp` "
+                    f"`sweep_errors[{n}][{i}]` is not the validation error of the network "
+                    f"`train_mlp` "
                     f"trains on the first {n} fitting images at width {h}."
                 )
     if skipped:
@@ -1375,8 +1416,10 @@ def check_q7(
         for n, h, gap in fits_its_images:
             if gap < SWEEP_FITS_ITS_IMAGES:
                 raise CheckFailure(
-                    f"The network `train_mlp` returns for the first {n} fitting images at width {h} "
-                    f"knows the other fitting images as well as those {n}: it was not trained on the "
+                    f"The network `train_mlp` returns for the first {n} fitting images at width "
+                    f"{h} "
+                    f"knows the other fitting images as well as those {n}: it was not trained on "
+                    f"the "
                     f"first {n} alone."
                 )
         for n, curve in curves.items():
@@ -1391,7 +1434,8 @@ def check_q7(
     with _recipe_bands(train_mlp, data):
         if abs(curves[r.SWEEP_SIZES[-1]][-1] - plain) > SWEEP_LINK:
             raise CheckFailure(
-                f"`sweep_errors[{r.SWEEP_SIZES[-1]}]` at width 256 is far from the validation error of "
+                f"`sweep_errors[{r.SWEEP_SIZES[-1]}]` at width 256 is far from the validation "
+                f"error of "
                 "`net` (the same network): measure every error on the validation images."
             )
 
@@ -1409,7 +1453,8 @@ def check_q8(dims, ratios) -> None:
     for d, value, expected in zip(r.DIMS, values, a["ratios"]):
         if not 0.0 < value < 1.0:
             raise CheckFailure(
-                f"`ratios` at d = {d} is {value:.4g}, not a ratio between 0 and 1: nearest (another "
+                f"`ratios` at d = {d} is {value:.4g}, not a ratio between 0 and 1: nearest "
+                f"(another "
                 "point, not the point itself) over farthest."
             )
         if abs(value - expected) > RATIO_TOL:
@@ -1469,7 +1514,8 @@ def check_q9(
     # always: a `train_mlp` that adds test images to what it fits lifts test_clean into the band
     if _saw_test_images(final, data):
         raise CheckFailure(
-            "`net_final` fits the sealed test images better than the test file's other images, by more "
+            "`net_final` fits the sealed test images better than the test file's other images, by "
+            "more "
             "than chance allows: it was trained on some of them. Fit it on the 1,200 development "
             "images only; the sealed test is looked at once, at the end."
         )
@@ -1487,7 +1533,8 @@ def check_q9(
             or abs(moved - expected["test_shift2"]) > TEST_SHIFT_BAND
         ):
             raise CheckFailure(
-                "`net_final` does not score on the test images what the chapter's MLP fitted on the "
+                "`net_final` does not score on the test images what the chapter's MLP fitted on "
+                "the "
                 "development images does."
             )
 
@@ -1515,7 +1562,8 @@ def _saw_test_images(final: MLP, data: dict[str, torch.Tensor]) -> bool:
 
 
 def _matched_shifts(rows: torch.Tensor, originals: torch.Tensor, max_shift: int) -> torch.Tensor:
-    """Per row, the shift in ``-max_shift .. max_shift`` that turns the original into it (first match), or 99."""
+    """Per row, the shift in ``-max_shift .. max_shift`` that turns the original into it (first
+    match), or 99."""
     shift = _reference().shift
     found = torch.full((len(rows),), 99, dtype=torch.int64)
     for s in range(-max_shift, max_shift + 1):
@@ -1525,7 +1573,8 @@ def _matched_shifts(rows: torch.Tensor, originals: torch.Tensor, max_shift: int)
 
 
 def check_random_shifts_function(random_shifts: Callable) -> None:
-    """``random_shifts(X, max_shift, seed)`` by property: each image moved by its own shift in range, seeded."""
+    """``random_shifts(X, max_shift, seed)`` by property: each image moved by its own shift in
+    range, seeded."""
     expect_callable("random_shifts", random_shifts)
 
     @given(st.data())
@@ -1558,7 +1607,8 @@ def check_random_shifts_function(random_shifts: Callable) -> None:
         again = call_student("random_shifts", random_shifts, X, m, seed)
         if not (isinstance(again, torch.Tensor) and torch.equal(again, out)):
             raise CheckFailure(
-                f"`{shown}` called twice gives two results: draw the shifts from a generator seeded "
+                f"`{shown}` called twice gives two results: draw the shifts from a generator "
+                f"seeded "
                 "`seed`."
             )
         # the draw is the question's, exactly (a seventh hostile review ignored `seed` and moved
@@ -1681,7 +1731,8 @@ def check_q10(
     with _recipe_bands(train_mlp, data):
         if gain < AUG_MIN_GAIN:
             raise CheckFailure(
-                "`net_aug` is hardly more robust to a 2-pixel shift than `net`: train it on `X_aug`, "
+                "`net_aug` is hardly more robust to a 2-pixel shift than `net`: train it on "
+                "`X_aug`, "
                 "and re-plot the cliff with `net_aug`."
             )
         if abs(cost) > AUG_MAX_COST:
@@ -1766,7 +1817,8 @@ def check_q11(
             )
         if held_out > MEMO_MAX_VAL:
             raise CheckFailure(
-                "`net_memo` scores far above chance on the validation images: train it on the random "
+                "`net_memo` scores far above chance on the validation images: train it on the "
+                "random "
                 "labels, images left in place."
             )
 
@@ -1775,7 +1827,8 @@ def check_q11(
 
 
 def check_q12(first_layer_params, first_layer_mb, patch_params) -> None:
-    """Exercise 5: first-layer weights on 224x224x3 inputs, their float32 megabytes, and with 7x7x3 patches."""
+    """Exercise 5: first-layer weights on 224x224x3 inputs, their float32 megabytes, and with 7x7x3
+    patches."""
     a = _answers()
     expect_int("first_layer_params", first_layer_params, a["first_layer_params"])
     _expect_rounded("first_layer_mb", first_layer_mb, a["first_layer_mb"])

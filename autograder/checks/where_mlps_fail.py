@@ -140,7 +140,8 @@ def check_q1_1(
     trouser_logit,
     trouser_weight_peak,
 ) -> None:
-    """The linear model read by column: shapes, test image 2's classes and Trouser logit, the peak weight."""
+    """The linear model read by column: shapes, test image 2's classes and Trouser logit, the peak
+    weight."""
     a = _answers()
     check_shape("weight_shape", weight_shape, a["weight_shape"])
     check_shape("bias_shape", bias_shape, a["bias_shape"])
@@ -320,7 +321,8 @@ def check_q2_1(sneaker_moved, class_accuracy, sneaker_landing) -> None:
     expect_tensor("sneaker_landing", sneaker_landing, shape=expected_landing.shape, finite=False)
     if sneaker_landing.is_floating_point() or sneaker_landing.dtype == torch.bool:
         raise CheckFailure(
-            f"`sneaker_landing` has dtype {sneaker_landing.dtype}, but it should hold integer counts "
+            f"`sneaker_landing` has dtype {sneaker_landing.dtype}, but it should hold integer "
+            f"counts "
             "(torch.bincount gives int64)."
         )
     if not torch.equal(sneaker_landing.long(), expected_landing):
@@ -328,7 +330,8 @@ def check_q2_1(sneaker_moved, class_accuracy, sneaker_landing) -> None:
 
 
 def check_q2_2(conv_parameters, maps_shape) -> None:
-    """nn.Conv2d(1, 16, kernel_size=5): its parameters by name, shape and count; its output's shape."""
+    """nn.Conv2d(1, 16, kernel_size=5): its parameters by name, shape and count; its output's
+    shape."""
     expected = _answers()["conv_parameters"]
     expect_type("conv_parameters", conv_parameters, dict, what="a dict {name: (shape, count)}")
     if set(conv_parameters) != set(expected):
@@ -361,7 +364,10 @@ def check_window_sum_function(window_sum: Callable) -> None:
         image = seeded_images(data.draw, (h, w), lit_fraction=1.0)
         kernel = seeded_images(data.draw, (k, k), lit_fraction=1.0) - 0.5
         bias = data.draw(st.sampled_from([-0.25, 0.125, 0.5]), label="bias")
-        shown = f"window_sum(image of shape {(h, w)}, kernel of shape {(k, k)}, bias={bias}, row={row}, col={col})"
+        shown = (
+            f"window_sum(image of shape {(h, w)}, kernel of shape {(k, k)}, bias={bias}, "
+            f"row={row}, col={col})"
+        )
         actual = expect_number(
             shown, call_student("window_sum", window_sum, image, kernel, bias, row, col)
         )
@@ -675,8 +681,10 @@ def check_compare_shared_function(compare_shared: Callable) -> None:
             )
             if answer is not reference_compare(maps_moved, maps, pixels):
                 raise CheckFailure(
-                    f"`{shown}` is {answer} for {what}: compare, with torch.allclose, every entry of "
-                    f"the columns both maps hold (columns {pixels} and after of the moved map against "
+                    f"`{shown}` is {answer} for {what}: compare, with torch.allclose, every entry "
+                    f"of "
+                    f"the columns both maps hold (columns {pixels} and after of the moved map "
+                    f"against "
                     f"all but the last {pixels} of the map in place), and only those."
                 )
 

@@ -1,4 +1,5 @@
-"""Public tests of "Telling Things Apart": defined, kind, shape and dtype, a model's output shape. Reveal no value."""
+"""Public tests of "Telling Things Apart": defined, kind, shape and dtype, a model's output shape.
+Reveal no value."""
 
 from __future__ import annotations
 
@@ -36,7 +37,8 @@ def weight_tensors(weights: Any) -> list[torch.Tensor] | None:
 
 
 def public_defined(**names: Any) -> None:
-    """Every name defined (not ``None``, not missing); raises ``CheckFailure`` naming the first that is not."""
+    """Every name defined (not ``None``, not missing); raises ``CheckFailure`` naming the first that
+    is not."""
     for name, value in names.items():
         expect_defined(name, value)
 
@@ -44,12 +46,14 @@ def public_defined(**names: Any) -> None:
 def public_tensor(
     name: str, value: Any, shape: tuple[int, ...], dtype: torch.dtype | None = torch.float32
 ) -> None:
-    """A tensor of ``shape`` (and ``dtype`` unless ``None``); NaN allowed here. Raises ``CheckFailure``."""
+    """A tensor of ``shape`` (and ``dtype`` unless ``None``); NaN allowed here. Raises
+    ``CheckFailure``."""
     expect_tensor(name, value, shape=shape, dtype=dtype, finite=False, requires_grad=None)
 
 
 def public_function(name: str, func: Any, *args: Any) -> Any:
-    """``func(*args)`` runs without raising; returns its result (a ``CheckFailure`` naming ``name`` otherwise)."""
+    """``func(*args)`` runs without raising; returns its result (a ``CheckFailure`` naming ``name``
+    otherwise)."""
     return call_student(name, func, *args)
 
 

@@ -1,4 +1,5 @@
-"""Public tests of "When It Fails": defined, kind, shape and dtype, a model's logits. Reveal no value."""
+"""Public tests of "When It Fails": defined, kind, shape and dtype, a model's logits. Reveal no
+value."""
 
 from __future__ import annotations
 
@@ -34,7 +35,8 @@ def model_logits(name: str, net: Any, X: torch.Tensor) -> torch.Tensor:
 
 
 def public_defined(**names: Any) -> None:
-    """Every name defined (not ``None``, not missing); raises ``CheckFailure`` naming the first that is not."""
+    """Every name defined (not ``None``, not missing); raises ``CheckFailure`` naming the first that
+    is not."""
     for name, value in names.items():
         expect_defined(name, value)
 
@@ -47,7 +49,8 @@ def public_tensor(
 
 
 def public_function(name: str, func: Any, *args: Any, **kwargs: Any) -> Any:
-    """``func(*args, **kwargs)`` runs without raising; returns its result (a ``CheckFailure`` otherwise)."""
+    """``func(*args, **kwargs)`` runs without raising; returns its result (a ``CheckFailure``
+    otherwise)."""
     return call_student(name, func, *args, **kwargs)
 
 
