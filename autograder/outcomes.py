@@ -67,8 +67,8 @@ def limits_hit(text: str) -> list[tuple[str, str]]:
 
 #: Otter's framing of a question's output (``otter/test_files``): ``q1 results:``, then per test
 #: case ``q1 - 1 result:`` and ``✅ Test case passed``, or ``❌ Test case failed`` and ``Error at
-#: line 19 in test q1:`` followed by the hidden test's line that raised (one line: Otter's context is 0),
-#: then the error itself.
+#: line 19 in test q1:`` followed by the hidden test's line that raised (one line: Otter's context
+#: is 0), then the error itself.
 OTTER_SOURCE_LINE = re.compile(r"^[ \t]*Error at line \d+ in test [^\n]*:\n[^\n]*\n?", re.MULTILINE)
 OTTER_FRAME = re.compile(
     r"^(\S+( - \d+)? results?:( All test cases passed!)?"

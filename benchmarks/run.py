@@ -391,7 +391,8 @@ def _score(results_json: Path) -> str:
             if float(t.get("score") or 0) < float(t["max_score"])
         ]
         note = " ".join(str(results.get("output") or "").split())[:200]
-        return f"{total:g}/{possible:g} (lost {', '.join(dict.fromkeys(lost))}{'; ' + note if note else ''})"
+        noted = f"; {note}" if note else ""
+        return f"{total:g}/{possible:g} (lost {', '.join(dict.fromkeys(lost))}{noted})"
     return f"{total:g}/{possible:g}"
 
 
