@@ -48,10 +48,9 @@ MAX_RECORDS = 65_536
 #: Largest pickle, and most records, of what one call of a student's function returns. The four
 #: assignments' solutions return at most 449 bytes of pickle and 10 records, and a list of 2,000
 #: one-number arrays (an honest ``target(X_test)`` written as a loop, which ``np.asarray`` accepts)
-#: 172 KB and 2,006 records. A thirty-sixth hostile review padded a right return with 55,000
-#: one-element tensors (4 MB of pickle): 9 seconds of the judge's time to read each reply, 40
-#: replies to a check. Capped, a reply costs at most about 0.7 seconds; the values the judge reads
-#: once (a notebook's names) keep :data:`MAX_PICKLE` and :data:`MAX_RECORDS`.
+#: 172 KB and 2,006 records. Capped so that a right return padded with tiny tensors costs the
+#: judge at most about 0.7 seconds a reply (4 MB of pickle cost 9 seconds, 40 replies a check); the
+#: values the judge reads once (a notebook's names) keep :data:`MAX_PICKLE` and :data:`MAX_RECORDS`.
 MAX_REPLY_PICKLE = 1024 * 1024
 MAX_REPLY_RECORDS = 4096
 #: Most containers and values one decoded value may hold, counting shared
@@ -70,13 +69,13 @@ MAX_AXES = 64
 MAX_FIGURE_AREA = 2000
 #: Most numbers a figure's images may hold in all for the judge to rebuild it: the figures the
 #: checks read hold 16 images of 28 by 28 (12,544 numbers); matplotlib copies an image's array when
-#: it is shown, and the checks hold its colours in float64 (32 bytes a cell), so a thirty-third
-#: hostile review's image of 16,000 by 16,000 cells, sent as one byte of storage (a stride-0 view),
-#: would have cost the judge gigabytes.
+#: it is shown, and the checks hold its colours in float64 (32 bytes a cell), so an image of
+#: 16,000 by 16,000 cells sent as one byte of storage (a stride-0 view) would cost the judge
+#: gigabytes.
 MAX_IMAGE_NUMBERS = 2**18
 #: Most figures one payload rebuilds; the same description sent again is the same figure, rebuilt
-#: once (a thirtieth hostile review referenced one description many times, each rebuilt with 4,160
-#: Axes: 7 GB). An assignment grades one figure.
+#: once (one description referenced many times, each rebuilt with 4,160 Axes, would cost 7 GB). An
+#: assignment grades one figure.
 MAX_FIGURES = 2
 #: Most numbers (summed over its parameter tensors) a student's ``nn.Module``
 #: may hold for its parameters to cross with it: the largest network an
@@ -93,8 +92,8 @@ class ChannelClosed(ConnectionError):
 
 
 class ChannelTimeout(ChannelClosed):
-    """A frame was not sent or received whole before the deadline (a student process that wrote half
-    a frame and slept held the judge past every limit, a nineteenth hostile review)."""
+    """A frame was not sent or received whole before the deadline, so that a student process that
+    writes half a frame and sleeps cannot hold the judge past every limit."""
 
 
 #: Bytes per ``send`` or ``recv`` call.
@@ -202,9 +201,9 @@ def load(payload: bytes, max_pickle: int = MAX_PICKLE, max_records: int = MAX_RE
     ``torch.load`` reads the payload's records only after :func:`_records`
     has read them with Python's ``zipfile`` and written them again into an
     archive of its own: ``torch.load``'s zip reader (miniz) and ``zipfile``
-    disagree on a crafted archive (a thirty-first hostile review named the
-    pickle ``data.PKL``, which miniz finds and a check by name did not, or
-    gave the archive two central directories, one for each reader), so
+    disagree on a crafted archive (a pickle named ``data.PKL``, which miniz
+    finds and a check by name does not; two central directories, one for
+    each reader), so
     ``torch.load`` reads exactly the bytes that were checked.
 
     Raises:
@@ -248,8 +247,8 @@ def _records(
     Refused: anything but the records ``torch.save`` writes, named exactly
     so, each once; compressed records (``torch.load`` would inflate a
     deflated one, and 4 MB could hold a storage of 4 GB of zeros); records
-    that share bytes (a thirty-first hostile review pointed 120 records at
-    one storage of 25 MB, and the judge held 3.8 GB); more than
+    that share bytes (120 records pointing at one storage of 25 MB would
+    hold 3.8 GB in the judge); more than
     ``max_pickle`` bytes of pickle or ``max_records`` records.
 
     Raises:
@@ -308,10 +307,9 @@ def _check_tensors(value: Any) -> None:
     """Refuse tensors other than dense CPU ones, and more than :data:`MAX_FRAME` bytes of elements
     in all.
 
-    A payload keeps whatever strides its sender chose: a twenty-seventh
-    hostile review sent a view of 130 KB of storage whose shape counted 4 GB
-    of elements, and the judge (root, with no memory limit) copied it whole
-    (5.1 GB at its peak). The student process's own encoding copies every
+    A payload keeps whatever strides its sender chose: a view of 130 KB of
+    storage whose shape counts 4 GB of elements would be copied whole by the
+    judge (root, with no memory limit). The student process's own encoding copies every
     tensor dense, so honest values never hold more elements than the frame's
     bytes. Containers are walked iteratively, at most :data:`MAX_NODES` items.
 
@@ -443,19 +441,16 @@ def _check_pickle_program(data: bytes) -> None:
     refuse an opcode, a global or a call :func:`encode`'s values never make.
 
     ``torch.load(weights_only=True)`` runs no code of the sender's, but some
-    of the globals it allows allocate what their arguments say: a
-    twenty-ninth hostile review sent ``bytearray(3_000_000_000)`` in a
-    pickle of 1.3 KB, and the judge (root, with no memory limit) allocated
-    3.8 GB. The student process's own encoding names only tensor rebuilds,
-    storages, dtypes, sizes, ordered dicts and complex numbers, as ``GLOBAL``
-    opcodes, and keys its dicts by strings. And the globals allowed
-    (:func:`_allowed_global`) are safe only when called as ``torch.save``
-    calls them: a thirtieth hostile review called
-    ``OrderedDict`` on a view of 2 million rows of a few bytes of storage, and
-    ``torch.load`` built 6.9 GB of row tensors. So ``OrderedDict`` is only
-    called with no arguments (and never filled), ``torch.Size`` with a tuple
-    of ints, ``complex`` with numbers, and the tensor rebuilds with a storage,
-    an offset, a size and strides of ints, a flag and an empty ``OrderedDict``.
+    of the globals it allows allocate what their arguments say:
+    ``bytearray(3_000_000_000)`` fits in a pickle of 1.3 KB, and the judge
+    runs as root with no memory limit. The student process's own encoding names only tensor
+    rebuilds, storages, dtypes, sizes, ordered dicts and complex numbers, as ``GLOBAL`` opcodes, and
+    keys its dicts by strings. And the globals allowed (:func:`_allowed_global`) are safe only when
+    called as ``torch.save`` calls them: ``OrderedDict`` called on a view of 2 million rows of a few
+    bytes of storage makes ``torch.load`` build 6.9 GB of row tensors. So ``OrderedDict`` is only
+    called with no arguments (and never filled), ``torch.Size`` with a tuple of ints, ``complex``
+    with numbers, and the tensor rebuilds with a storage, an offset, a size and strides of ints, a
+    flag and an empty ``OrderedDict``.
 
     Raises:
         ValueError: naming what is refused; an ``IndexError`` or ``KeyError``
@@ -507,9 +502,8 @@ def _check_pickle_program(data: bytes) -> None:
                 keys = stack[0::2]
                 stack = marks.pop()
             if name.startswith("SETITEM") and any(key != _STR for key in keys):
-                # the encoding's dicts are keyed by strings: ints of equal hash made a dict of
-                # 100,000 keys cost the judge minutes inside torch.load (a thirty-first hostile
-                # review)
+                # the encoding's dicts are keyed by strings: ints of equal hash would make a dict
+                # of 100,000 keys cost the judge minutes inside torch.load
                 raise ValueError(
                     "a pickle with a dict keyed by something other than strings, which the judge "
                     "does not read"
@@ -549,9 +543,8 @@ MAX_DIMS = 64
 
 def _tuple(items: tuple) -> tuple:
     """A tuple's kind: ``("tuple", kinds, dims)``, ``dims`` whether it is a size or strides (at most
-    :data:`MAX_DIMS` ints), found once when it is built (a thirty-second hostile review called
-    ``torch.Size`` 1,500 times on one tuple of a million ints in the memo: scanned at each call,
-    minutes; left on the stack, 8 MB each)."""
+    :data:`MAX_DIMS` ints), found once when it is built, so that a tuple of a million ints called
+    on many times from the memo is neither scanned at each call nor copied onto the stack."""
     return ("tuple", items, len(items) <= MAX_DIMS and all(k == _INT for k in items))
 
 
@@ -686,9 +679,9 @@ def encode(value: Any, handles: dict[int, Any], depth: int = 0) -> Any:
         if not isinstance(number, (bool, int, float, complex)):
             number = complex(number) if value.dtype.kind == "c" else float(number)
         return {KIND: "npscalar", "value": number, "dtype": str(value.dtype)}
-    # containers, subclasses too (defaultdict, Counter, a namedtuple, torch.return_types.max: honest
-    # answers that crossed as opaque and failed "should be a dict", a sixteenth hostile review),
-    # sent as the plain container they are, their contents read through the base type (not a
+    # containers, subclasses too (defaultdict, Counter, a namedtuple, torch.return_types.max are
+    # honest answers, which must not cross as opaque and fail "should be a dict"), sent as the
+    # plain container they are, their contents read through the base type (not a
     # subclass's own items() or __iter__)
     for base in (list, tuple, set, frozenset):
         if isinstance(value, base):
@@ -975,9 +968,8 @@ class Budget:
 
 #: Bytes a string's character is counted as (:meth:`Budget.charge`): as NumPy holds it
 #: (``np.asarray`` of a list of strings). The frame keeps one copy of a string or tensor referenced
-#: many times, and a check that converts the value copies each reference: a thirty-fourth hostile
-#: review's list of 400 references to one string of a million characters became a NumPy array of 1.6
-#: GB, and a tuple of 600 references to one of a megabyte, a message of 629 MB.
+#: many times, and a check that converts the value copies each reference: 400 references to one
+#: string of a million characters make a NumPy array of 1.6 GB.
 STR_BYTES = 4
 
 
@@ -1018,7 +1010,7 @@ def decode(value: Any, call: Any, budget: Budget | None = None, _depth: int = 0)
                 return Opaque("numpy.ndarray")
             budget.charge(value["data"])
             return value["data"].numpy()
-        # numbers only: np.void(2_000_000_000) was 2 GB (a twenty-ninth hostile review)
+        # numbers only: np.void(2_000_000_000) would be 2 GB
         if kind == "npscalar":
             import numpy as np
 
@@ -1046,9 +1038,9 @@ def decode(value: Any, call: Any, budget: Budget | None = None, _depth: int = 0)
             pairs = []
             for index, (k, v) in enumerate(value["items"]):
                 key = decode(k, call, budget, _depth + 1)
-                # named without repr(key): a twenty-ninth hostile review's keys each
+                # named without repr(key): an unhashable key's repr may cost
                 if not _is_hashable(key):
-                    # held 50 MB to repr, and held the judge 10 minutes
+                    # the judge many megabytes and minutes
                     key = f"<key {index}: {type(key).__name__}>"
                 pairs.append((key, decode(v, call, budget, _depth + 1)))
             _distinct_hashes([key for key, _ in pairs])
@@ -1079,9 +1071,8 @@ def decode(value: Any, call: Any, budget: Budget | None = None, _depth: int = 0)
     if value is None or type(value) in _PLAIN:
         budget.charge(value)
         return value
-    # what the encoding never sends as it is: a container not described by a kind (a thirty-first
-    # hostile review sent a dict key of tuples 200,000 deep, and hashing it crashed the judge), or
-    # anything else
+    # what the encoding never sends as it is: a container not described by a kind (a dict key of
+    # tuples 200,000 deep crashes the judge when hashed), or anything else
     return Opaque(type(value).__name__)
 
 
@@ -1098,8 +1089,8 @@ def _text(value: Any, default: str, limit: int = 200) -> str:
 
 #: Most keys of one set or dict (or items of a set) that may share a hash. Ints, floats and tuples
 #: of them hash alike in every process, and each key inserted is compared with every earlier one of
-#: its hash: a thirty-fourth hostile review sent 80,000 ints of one hash (multiples of 2**61 - 1) as
-#: a set, 76 s for the judge to rebuild.
+#: its hash: a set of 80,000 ints of one hash (multiples of 2**61 - 1) takes the judge 76 s to
+#: rebuild.
 MAX_SHARED_HASH = 16
 
 
@@ -1345,10 +1336,9 @@ def _draw(ax: Any, array: torch.Tensor, image: dict, low: float | None, high: fl
         shown.reported_cell_colours = colours.numpy()
     _report_problems(shown, image.get("problems"))
     if getattr(shown, "reported_problems", None) is None:
-        # the judge does not draw the rebuild in place of the student's figure: a thirty-third
-        # hostile review left this out and chose images whose draws cost the judge gigabytes and
-        # minutes (and a rebuild shows only what crossed, not what the student's figure draws over
-        # it)
+        # the judge does not draw the rebuild in place of the student's figure: images can be
+        # chosen so that their draws cost the judge gigabytes and minutes (and a rebuild shows
+        # only what crossed, not what the student's figure draws over it)
         shown.reported_problems = [UNREPORTED]
 
 

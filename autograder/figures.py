@@ -3,15 +3,14 @@
 rebuild of that description, or on the student's own figure when the checks run in the student's
 kernel).
 
-Hostile reviews ten to thirteen drew a graded image so that it showed something else than its array
-and colour limits say: under a second image, see-through, through a non-linear norm, in a grey map
+A graded image can be drawn so that it shows something else than its array and colour limits
+say: under a second image, see-through, through a non-linear norm, in a grey map
 named "RdBu_r", upside down with ``invert_yaxis``, zoomed with ``set_xlim``, squashed with
 ``set_aspect``, rotated with ``set_transform``, masked, clipped, covered by a white ``Rectangle``,
 an inset Axes or another Axes, or drawn 0.01 inches wide. Inset Axes and other Axes count only where
 they overlap the image (a colour bar beside it is fine). The functions here name each of those, so
-that a check can refuse them; and since the nineteenth review hid the images by means no single one
-of them reads (filters on an Axes, an animated Axes, wide minor grid lines, artists of another
-Axes),
+that a check can refuse them; and since images can be hidden by means no single one of them reads
+(filters on an Axes, an animated Axes, wide minor grid lines, artists of another Axes),
 :func:`drawn_mismatch` draws the figure once and compares each image's cells with their own colours.
 """
 
@@ -103,10 +102,9 @@ def own_methods(obj: Any, allowed: tuple[str, ...] = ()) -> list[str]:
 
 def plain_norm(norm: Any) -> bool:
     """Whether ``norm`` is one of matplotlib's own norms (its exact class, no method set on it), but
-    ``FuncNorm``, whose functions are the student's: a twenty-seventh hostile review's norm (a
-    subclass, or a ``FuncNorm``) was linear at the image's own values and at the points
-    :func:`norm_is_linear` tries, and mapped every value between them, which a smoothing draw
-    (``bilinear``) feeds it, to one colour."""
+    ``FuncNorm``, whose functions are the student's: such a norm can be linear at the image's own
+    values and at the points :func:`norm_is_linear` tries, and map every value between them, which
+    a smoothing draw (``bilinear``) feeds it, to one colour."""
     from matplotlib import colors
 
     kind = type(norm)
@@ -168,11 +166,10 @@ MAX_LINES_OVER = 0.3
 
 #: Path effects (``set_path_effects``) a decoration may have: a plain draw, or a stroke around it no
 #: wider than this (points) and not moved off it. ``plt.xkcd()`` outlines every text, spine and tick
-#: in white, 4 points wide; a fifteenth hostile review stroked each spine 400 points wide in white
-#: and blanked every template.
+#: in white, 4 points wide; a spine stroked 400 points wide in white blanks every template.
 MAX_STROKE_WIDTH = 4.0
-#: An Axes has four spines (left, right, bottom, top); the fifteenth review added sixty, each under
-#: the width limit, side by side over the image.
+#: An Axes has four spines (left, right, bottom, top); more, each under the width limit, could lie
+#: side by side over the image.
 MAX_SPINES = 4
 
 #: Layout engines that only place Axes (matplotlib's own); another can move them anywhere when the
@@ -185,15 +182,14 @@ MAX_COLOUR_MAP_COLOURS = 65536
 #: ...and its colours may change by at most this much along it: the sum, over each pair of
 #: neighbouring colours, of their largest difference in red, green or blue (0 to 1). Matplotlib's
 #: own maps change by at most 9.3 (``tab20``; ``gray`` 1, ``RdBu_r`` 2.5, ``nipy_spectral`` 6), but
-#: for ``prism`` (45) and ``flag`` (67), whose stripes no one reads weights in. A twenty-seventh
-#: hostile review's map of a million colours had ``RdBu_r``'s colours at the image's own values and
-#: one grey between them, which a smoothing draw (``bilinear``) showed: every template flat grey, at
-#: full marks. Such a map changes by twice the distance between its colours and the grey for every
-#: value it keeps: 4,634 for 16 templates, 133 for the trousers (256 grey levels); under this bound
-#: a map can keep only a few values that way.
+#: for ``prism`` (45) and ``flag`` (67), whose stripes no one reads weights in. A map of a million
+#: colours with ``RdBu_r``'s colours at the image's own values and one grey between them shows
+#: every template flat grey in a smoothing draw (``bilinear``). Such a map changes by twice the
+#: distance between its colours and the grey for every value it keeps: 4,634 for 16 templates, 133
+#: for the trousers (256 grey levels); under this bound a map can keep only a few values that way.
 MAX_COLOUR_MAP_CHANGE = 10.0
-#: Every colour of the map must be this opaque: a twenty-eighth hostile review's map was opaque only
-#: at the image's own values, and a smoothing draw showed the Axes' grey through it.
+#: Every colour of the map must be this opaque: a map opaque only at the image's own values shows
+#: the Axes' grey through it in a smoothing draw.
 MIN_COLOUR_MAP_ALPHA = 0.99
 
 
@@ -240,7 +236,7 @@ def colour_problem(image: Any) -> str | None:
             "matplotlib's colour maps (256 colours)"
         )
     table = np.asarray(cmap(np.arange(cmap.N)), dtype=np.float64)
-    # a twenty-eighth review: opaque only at its values
+    # a map opaque only at the image's own values shows the Axes through it between them
     if not np.all(table[:, 3] >= MIN_COLOUR_MAP_ALPHA):
         return (
             "is drawn in a colour map with see-through colours (alpha below 1): use one of "
@@ -325,9 +321,8 @@ def image_problems(image: Any) -> list[str]:
 #: A figure drawn at fewer dots per inch than this shows nothing (:func:`figure_problems`).
 MIN_FIGURE_DPI = 30
 #: An image needs at least this many screen pixels per cell, each way, at its figure's own dpi
-#: (where Jupyter shows it): review twenty-two drew the 16 templates at 30 dpi on a figure of 1.25
-#: inches, 9 pixels a template, which the grader's draw (at 4 pixels a cell) did not see; the
-#: lesson's figures give 3 to 5.
+#: (where Jupyter shows it), whatever the grader's own draw (4 pixels a cell) sees: 16 templates at
+#: 30 dpi on a figure of 1.25 inches are 9 pixels each; the lesson's figures give 3 to 5.
 MIN_SHOWN_PIXELS_PER_CELL = 1.0
 
 
@@ -368,23 +363,22 @@ NOT_SHOWN = "does not show its values when the figure is drawn"
 #: An image fails when more than this share of its cells (but its outermost ring, where spines and
 #: tick marks sit) is drawn in colours other than its own (:func:`drawn_mismatch`): thin grid lines,
 #: which run through cells' middles, cover a minority of a cell's pixels; a short label covers a few
-#: cells (honest figures in the tests and reviews: 0 to 2 %); every cover the reviews found hid 70
-#: to 100 % of the cells.
+#: cells (honest figures in the tests: 0 to 2 %); a cover that hides what the student drew hides
+#: most of the cells (70 to 100 % in the hostile figures of tests/checks/).
 MAX_DRAWN_MISMATCH = 0.1
 #: A pixel is in its cell's colour when no channel is more than this far off (0 to 255); a cell is
 #: drawn in other colours when fewer than :data:`MIN_CELL_PIXELS_SHOWN` of its pixels are. Resampled
 #: ``nearest``, a cell's pixels have its colour to within 1 (Agg's rounding); 40 leaves room for the
 #: antialiased edge pixels of thin lines drawn over it, while white over RdBu_r's or gray's mid
 #: colours is 100 or more off. Half the pixels: a cover needs to hide most of a cell, so pinholes at
-#: a few pixels (review twenty) do not pass.
+#: a few pixels do not pass.
 DRAWN_COLOUR_TOLERANCE = 40
 MIN_CELL_PIXELS_SHOWN = 0.5
 #: A drawn pixel shows its colour only when at least this opaque (0 to 255): Jupyter shows a
 #: figure's PNG over the notebook's own background, white or dark, so a pixel of alpha ``a`` moves
-#: up to ``255 - a`` towards it, which is past :data:`DRAWN_COLOUR_TOLERANCE` below this. A
-#: twenty-ninth hostile review kept every pixel's colour and made it 1/255 opaque (a filter on the
-#: figure, or a draw event's code writing the canvas's alpha): the images showed blank at full
-#: marks, since the draws were read without their alpha.
+#: up to ``255 - a`` towards it, which is past :data:`DRAWN_COLOUR_TOLERANCE` below this. A pixel
+#: that keeps its colour at 1/255 opacity (a filter on the figure, or a draw event's code writing
+#: the canvas's alpha) shows blank, so draws are read with their alpha.
 MIN_SHOWN_ALPHA = 255 - DRAWN_COLOUR_TOLERANCE
 #: The colour :func:`_as_seen` gives a pixel too see-through to show one: no cell's colour is near
 #: it.
@@ -407,12 +401,12 @@ def drawn_mismatch(image: Any) -> float:
     cells or more a side is read without its outermost ring of cells, which spines and tick marks
     may overlap.
 
-    Hostile review nineteen hid every graded image with matplotlib's own means, each read by no
-    single check: filters on the Axes, the figure or a title (``set_agg_filter``), an animated Axes,
-    minor grid lines or tick lines drawn wide and white, artists of another Axes drawn outside its
-    box, Axes of negative size, and a norm that is linear on the image's own array but flat on the
-    resampled one a draw feeds it. So the figure is drawn once (Agg, every image resampled
-    ``nearest`` so that each cell keeps its colour, at a resolution that gives each cell
+    A graded image can be hidden with matplotlib's own means, each read by no single check: filters
+    on the Axes, the figure or a title (``set_agg_filter``), an animated Axes, minor grid lines or
+    tick lines drawn wide and white, artists of another Axes drawn outside its box, Axes of negative
+    size, and a norm that is linear on the image's own array but flat on the resampled one a draw
+    feeds it. So the figure is drawn once (Agg, every image resampled ``nearest`` so that each cell
+    keeps its colour, at a resolution that gives each cell
     :data:`RENDER_PIXELS_PER_CELL` pixels, at least the figure's own dpi, within
     :data:`MAX_RENDER_DPI` and :data:`MAX_RENDER_PIXELS`), and each cell counts as shown when at
     least half of its pixels have its own colour (every pixel, not a few sample points a cover could
@@ -431,10 +425,10 @@ def pixel_placed(image: Any) -> int:
     """How many artists of ``image``'s figure land elsewhere, in inches from the figure's corner,
     when the figure is drawn at another dpi on a canvas whose corner is elsewhere
     (:func:`drawn_mismatch`), as a figure saved, or shown cropped to its contents, is: artists
-    placed in screen pixels or in inches from the canvas's corner. Review twenty-one hid the images
-    under a white rectangle in ``IdentityTransform``, placed over them at the figure's own dpi and
-    beside them at the grader's; review twenty-two under white text in ``fig.dpi_scale_trans``,
-    below them in a plain draw and over them in Jupyter's cropped one."""
+    placed in screen pixels or in inches from the canvas's corner: a white rectangle in
+    ``IdentityTransform`` lies over the images at the figure's own dpi and beside them at the
+    grader's; white text in ``fig.dpi_scale_trans`` lies below them in a plain draw and over them in
+    Jupyter's cropped one."""
     return int(_drawn(image).get("moved", 0))
 
 
@@ -445,10 +439,9 @@ def pipeline_mismatch(image: Any) -> float:
     (:func:`_draw_and_compare`).
 
     The grader's other draws resample every image ``nearest``, so they feed its norm and colour map
-    only its own values; a smoothing draw (``bilinear``) feeds them the values between. A
-    twenty-eighth hostile review hid code in objects the norm and map hold (a scale's transform, a
-    lookup table of its own array class) that gave the right colours at the image's own values only:
-    every such pipeline shows otherwise here.
+    only its own values; a smoothing draw (``bilinear``) feeds them the values between, so code
+    hidden in objects the norm and map hold (a scale's transform, a lookup table of its own array
+    class) that gives the right colours at the image's own values only shows otherwise here.
     """
     return float(_drawn(image).get(("pipeline", id(image)), 0.0))
 
@@ -580,8 +573,7 @@ def _draw_and_compare(fig: Any) -> dict:
         out: dict = {id(im): _mismatch(im, pixels) for im in images}
         here = _artist_places(fig, canvas.get_renderer())
         # the second draw keeps the first one's layout: matplotlib's tight layout engine moves the
-        # Axes a little each time it runs (an honest layout="tight" figure moved 78 artists, a
-        # twenty-third review)
+        # Axes a little each time it runs (an honest layout="tight" figure moves many artists)
         fig._layout_engine = None
         callback = canvas.mpl_connect("draw_event", read_places)
         with warnings.catch_warnings():
@@ -598,8 +590,8 @@ def _draw_and_compare(fig: Any) -> dict:
         # the third draw, as Jupyter shows the figure and savefig(bbox_inches="tight") saves it: its
         # own dpi, on a canvas cropped to its contents, its layout engine on; each image's cells are
         # compared there too, so that what no walk of the artists places (a quiver key, an offset
-        # box's frame, text in an inset wrapped anew on the cropped canvas: a twenty-fifth review)
-        # cannot cover the images where people look
+        # box's frame, text in an inset wrapped anew on the cropped canvas) cannot cover the images
+        # where people look
         fig._layout_engine = None if foreign else engine
         canvas.mpl_disconnect(callback)
         callback = canvas.mpl_connect("draw_event", read_cells)
@@ -722,11 +714,10 @@ def _plain_pipelines(images: list[Any]):
             im.set_cmap(cmap)
 
 
-#: Inches between the corner of :func:`pixel_placed`'s second canvas and the figure's corner. Review
-#: twenty-two placed a white text in inches from the canvas's corner (``fig.dpi_scale_trans``) below
-#: the images, where a plain draw showed it over nothing; Jupyter shows a figure cropped to its
-#: contents (``bbox_inches="tight"``), which moved everything else down and the images under the
-#: text.
+#: Inches between the corner of :func:`pixel_placed`'s second canvas and the figure's corner: a text
+#: placed in inches from the canvas's corner (``fig.dpi_scale_trans``) below the images shows over
+#: nothing in a plain draw, but Jupyter shows a figure cropped to its contents
+#: (``bbox_inches="tight"``), which moves everything else down and the images under the text.
 _SHIFT_INCHES = 0.5
 #: Inches an artist may move between two draws at different dpi (text and layouts measured in whole
 #: pixels).
@@ -774,9 +765,8 @@ def _artist_places(fig: Any, renderer: Any) -> dict:
                     continue
                 if isinstance(artist, Collection):
                     # its paths where they are drawn: a collection placed otherwise than in data has
-                    # no window extent (Bbox.null), and review twenty-three covered the images with
-                    # one; with offsets (scatter's markers, quiver's arrows), its paths are drawn
-                    # around each offset
+                    # no window extent (Bbox.null), yet can cover the images; with offsets
+                    # (scatter's markers, quiver's arrows), its paths are drawn around each offset
                     transform = artist.get_transform()
                     paths = [
                         path.get_extents(transform) for path in artist.get_paths()[:_MAX_OFFSETS]
@@ -819,9 +809,8 @@ def _placed_artists(fig: Any) -> list[tuple[Any, Any]]:
     the figure's background (which fills any canvas), keyed by ``id``; and for each part an artist
     draws that is the child of none (a quiver key's arrow and label, an offset box's frame, a text's
     box: in an attribute of the artist that draws it), keyed by the owner's ``id`` and the
-    attribute's name, which stay the same when the part is made anew in each draw. Review twenty-six
-    placed a quiver key's arrow in screen pixels over the images at 1.5 times the figure's dpi: no
-    walk of children finds it."""
+    attribute's name, which stay the same when the part is made anew in each draw: a quiver key's
+    arrow placed in screen pixels over the images is found by no walk of children."""
     from matplotlib.artist import Artist
     from matplotlib.axes import Axes
     from matplotlib.figure import FigureBase
@@ -873,9 +862,8 @@ def _mismatch(image: Any, pixels: Any) -> float:
     centre is off the canvas is not shown, and other cells no pixel's centre falls in are not
     counted (1.0 if none is).
 
-    Off the canvas: a twenty-ninth hostile review set ``savefig.pad_inches`` to -1.45, so that
-    Jupyter's display, cropped to the figure's contents less that, cut the images away; the cells
-    cut away were not counted."""
+    Off the canvas: cells cut away by Jupyter's display (cropped to the figure's contents less a
+    negative ``savefig.pad_inches``) count as not shown."""
     import numpy as np
 
     own = cell_colours(image)[..., :3].astype(np.int16)
@@ -933,7 +921,7 @@ def _text_problem(text: Any) -> str | None:
         return f"text larger than {MAX_FONT_SIZE:g} points"
     if text.get_bbox_patch() is not None:
         return "text in a box"
-    # wrapped anew on each canvas: review twenty-four's ran down over the images when cropped
+    # wrapped anew on each canvas, it can run down over the images when cropped
     if text.get_wrap():
         return "text that wraps (wrap=True)"
     if not plain_path_effects(text):
@@ -1008,8 +996,8 @@ def axes_problems(ax: Any) -> list[str]:
     grid = [g for g in (*ax.xaxis.get_gridlines(), *ax.yaxis.get_gridlines()) if g.get_visible()]
     if any(g.get_linewidth() > MAX_GRID_WIDTH for g in grid):
         decorations.append(f"grid lines wider than {MAX_GRID_WIDTH:g} points")
-    # a grid line is a Line2D: a sixteenth hostile review drew a white square 150 points wide at
-    # each of its ends
+    # a grid line is a Line2D: a marker at each of its ends (a white square 150 points wide) covers
+    # the image
     if not all(
         isinstance(g.get_marker(), (str, type(None))) and g.get_marker() in NO_MARKER for g in grid
     ):
@@ -1042,10 +1030,9 @@ def axes_problems(ax: Any) -> list[str]:
 #: room for a student's own choice.
 MAX_PAD_INCHES = 1.0
 #: The farthest (inches) a figure's contents may reach beyond its edge. Jupyter shows a figure
-#: cropped to its contents (``bbox_inches="tight"``) and fits the picture to the page's width: a
-#: thirtieth hostile review put a white dot at 40 figure widths to the right, and 16 templates
-#: showed 22 pixels tall, at full marks. An honest title of 107 characters over a 12-inch figure
-#: reaches 1.7 inches past its edge, hence 2.
+#: cropped to its contents (``bbox_inches="tight"``) and fits the picture to the page's width: a dot
+#: 40 figure widths to the right shrinks 16 templates to 22 pixels tall. An honest title of 107
+#: characters over a 12-inch figure reaches 1.7 inches past its edge, hence 2.
 MAX_OVERHANG_INCHES = 2.0
 
 
@@ -1053,8 +1040,8 @@ def _cropped_dpi(fig: Any, dpi: float) -> float | None:
     """``dpi``, or less, so that ``fig`` cropped to its contents (``bbox_inches="tight"``, with its
     pad) is at most
     :data:`MAX_RENDER_PIXELS`; ``None`` when its contents cannot be measured, or reach so far that
-    not even one dot per inch fits (a thirty-second hostile review's inset 40 figure widths away
-    made that draw 9.4 GB)."""
+    not even one dot per inch fits (an inset 40 figure widths away would make that draw
+    gigabytes)."""
     import math
 
     try:
@@ -1121,9 +1108,8 @@ def figure_problems(fig: Any) -> list[str]:
         )
     pad = matplotlib.rcParams["savefig.pad_inches"]
     if not (isinstance(pad, (int, float)) and 0 <= pad <= MAX_PAD_INCHES):
-        # Jupyter shows a figure cropped to its contents plus this pad: -1.45 cut the images to a
-        # strip 7 pixels tall (a twenty-ninth hostile review), 30 shrank them to a corner of a
-        # picture 6,600 pixels wide
+        # Jupyter shows a figure cropped to its contents plus this pad: -1.45 cuts the images to a
+        # strip 7 pixels tall, 30 shrinks them to a corner of a picture 6,600 pixels wide
         shown = f"{pad:g}" if isinstance(pad, (int, float)) else repr(pad)
         problems.append(
             f"is shown with {shown} inches around its contents (rcParams[\"savefig.pad_inches\"]), "
@@ -1139,7 +1125,8 @@ def figure_problems(fig: Any) -> list[str]:
             "shrinks "
             "the images: keep everything on the figure"
         )
-    if at_draw:  # a twenty-ninth hostile review's rewrote the canvas's pixels after every draw
+    # code run after each draw can rewrite the canvas's pixels
+    if at_draw:
         problems.append(
             "runs code of its own after each draw (canvas.mpl_connect(\"draw_event\", ...)), which "
             "can change what is shown: draw it without"
@@ -1148,8 +1135,8 @@ def figure_problems(fig: Any) -> list[str]:
     if texts:
         problems.append(f"has {', '.join(texts)} on it, which can cover its Axes")
     elif any(t.get_wrap() and t.get_visible() and t.get_text() for t in fig.findobj(Text)):
-        # wherever it is (an inset, another Axes): it wraps anew on a cropped canvas (a twenty-fifth
-        # review's ran from a margin across the images)
+        # wherever it is (an inset, another Axes): it wraps anew on a cropped canvas, and can run
+        # from a margin across the images
         problems.append("has text that wraps (wrap=True) on it, which can cover its Axes")
     return problems
 
@@ -1224,8 +1211,7 @@ def lines_over(ax: Any) -> float:
     """The share of ``ax``'s area that its visible grid lines and tick marks can cover, as if each
     crossed it whole (grid) or pointed into it (ticks): their widths times their lengths, in points
     squared, over the Axes' area. Matplotlib's grid (``ax.grid(True)``) on a template 1.1 inches
-    wide is 10 %, 0.55 inches wide 19 %; a fourteenth hostile review's grid at every pixel, 4 points
-    wide, over 100 %."""
+    wide is 10 %, 0.55 inches wide 19 %; a grid at every pixel, 4 points wide, over 100 %."""
     box = drawn_position(ax)
     fig = root_figure(ax)
     width = box.width * fig.get_figwidth() * 72.0
@@ -1246,9 +1232,8 @@ TICK_MARKERS = (0, 1, 2, 3, "|", "_", *NO_MARKER)
 
 
 def _plain_tick_marker(tick: Any) -> bool:
-    """Whether a tick mark is drawn with one of :data:`TICK_MARKERS`, unscaled: a fifteenth hostile
-    review drew one as a square scaled 100 times (``MarkerStyle("s", transform=...)``), its marker
-    size still 3.5."""
+    """Whether a tick mark is drawn with one of :data:`TICK_MARKERS`, unscaled: a square scaled 100
+    times (``MarkerStyle("s", transform=...)``) keeps a marker size of 3.5."""
     marker = tick.get_marker()
     style = getattr(tick, "_marker", None)
     return (
@@ -1261,8 +1246,7 @@ def _plain_tick_marker(tick: Any) -> bool:
 def _axes_texts(ax: Any) -> list[Any]:
     """Every text of ``ax``: its three titles (centre, left, right), axis labels, tick labels (major
     and minor), the axes' offset texts (the "1e3" matplotlib puts at an axis' end) and ``ax.texts``.
-    A sixteenth hostile review covered the templates with a minor tick label and with an offset
-    text, 300 points each."""
+    Each can cover the templates (a minor tick label or an offset text of 300 points)."""
     titles = [getattr(ax, "_left_title", None), getattr(ax, "_right_title", None)]
     # the offset text gets its string only when drawn: set it as a draw would
     for axis in (ax.xaxis, ax.yaxis):
@@ -1293,8 +1277,8 @@ MAX_INSET_DEPTH, MAX_INSETS = 8, 64
 
 def descendant_axes(ax: Any) -> list[Any]:
     """The inset Axes of ``ax`` (``ax.inset_axes``), of those, and so on: matplotlib draws each over
-    its parent. A sixteenth hostile review hid the templates under an inset of an inset (the first
-    painting nothing, the second a white background), when only ``ax.child_axes`` were read."""
+    its parent, so an inset of an inset (the first painting nothing, the second a white background)
+    hides the templates as well as an inset does."""
     found, level = [], list(getattr(ax, "child_axes", []))
     for _ in range(MAX_INSET_DEPTH):
         if not level or len(found) >= MAX_INSETS:
@@ -1317,8 +1301,8 @@ def _tick_lines(ax: Any) -> list[Any]:
 def text_over(ax: Any) -> float:
     """The share of ``ax``'s area under text placed over it: the figure's texts (``suptitle``,
     ``fig.text``), the Axes' own (``ax.text``, ``annotate``), and its titles, axis labels and tick
-    labels where moved into it (they sit outside the Axes where matplotlib puts them; a fifteenth
-    hostile review moved an axis label of white blocks onto the image with ``set_label_coords``)."""
+    labels where moved into it (they sit outside the Axes where matplotlib puts them, but
+    ``set_label_coords`` can move an axis label of white blocks onto the image)."""
     fig = root_figure(ax)
     renderer = _renderer(fig)
     texts = [*fig.texts, *(ax.figure.texts if ax.figure is not fig else []), *_axes_texts(ax)]
@@ -1382,7 +1366,7 @@ def covering_axes(ax: Any) -> list[Any]:
         if width > 0 and height > 0:
             out.append(other)
             covered += width * height
-    # strips add up (a fourteenth review laid many under 1 % each)
+    # strips add up: many under 1 % each cover as much as one
     return out if covered > 0.01 * area else []
 
 

@@ -88,8 +88,7 @@ IMPORT_LIST = re.compile(
     r"^(\s*+)import\s++([\w.]++(\s++as\s++\w++)?(\s*+,\s*+[\w.]++(\s++as\s++\w++)?)++)(?>\s*;)?(?>\s*#.*)?$"
 )
 #: Lines longer than this (characters) are not looked at for Otter calls: none is, and patterns on a
-#: long line can take long (a twenty-sixth hostile review's 100,000 spaces took minutes, before any
-#: deadline ran).
+#: long line can take long (100,000 spaces take minutes, and no deadline runs yet).
 MAX_OTTER_LINE = 1000
 
 
@@ -97,8 +96,8 @@ def without_otter_calls(source: str) -> str:
     """``source`` without the lines that import Otter, make its ``grader`` or call ``grader.check``,
     ``check_all`` or ``export`` (each becomes ``pass``, so a block it was alone in stays a block);
     Otter leaves an import list (``import otter, torch``) importing the rest. A trailing ``;`` or
-    comment does not keep such a line (a twenty-fifth hostile review: ``grader.check("q1_1");``
-    stayed, and its ``NameError`` lost the rest of its cell)."""
+    comment does not keep such a line (``grader.check("q1_1");`` left in place would raise a
+    ``NameError`` and lose the rest of its cell)."""
     lines = []
     # as Python splits a cell (str.splitlines also splits at U+2028 and others)
     for line in source.split("\n"):
@@ -142,8 +141,8 @@ def _is_root() -> bool:
 # ------------------------------------------------------------- submission
 
 #: The largest notebook the judge reads (bytes, unzipped): the assignments' notebooks with every
-#: output are a few MB; a zip of 153 KB that unpacked to hundreds of MB took the judge, which runs
-#: as root without a memory limit, to 820 MB (a nineteenth hostile review).
+#: output are a few MB; a zip of 153 KB can unpack to hundreds of MB, read by a judge that runs as
+#: root without a memory limit.
 MAX_NOTEBOOK_BYTES = 32 * 1024 * 1024
 
 
@@ -270,8 +269,8 @@ def cells_to_run(nb) -> list[str]:
 class CellRecord:
     """What became of one code cell: the first line of the error it raised (at most
     :data:`MAX_ERROR_LINE` characters), or why it was stopped or not run. The judge keeps one for
-    every cell of the notebook, and nothing else the cell printed (a thirty-seventh hostile review
-    made every cell's output 256 KB: the judge held 7 GB after 24,000 empty cells)."""
+    every cell of the notebook, and nothing else the cell printed, so that a notebook's output
+    costs the judge no memory however many cells print."""
 
     index: int
     error: str | None = None
@@ -847,10 +846,9 @@ MAX_SHARE_SECONDS = 1.0
 #: A student process may open at most this many files, and each one is looked at for shared memory.
 MAX_FILES_LOOKED_AT = 4096
 #: The student's processes may hold at most this many files open in all: each memory check looks at
-#: every one (a thirty-seventh hostile review's 240 processes of 4,000 each cost the judge 5 seconds
-#: a check, 440 seconds of a grading; 8,192 cost 0.04 seconds). Past it the student process is
-#: stopped; honest processes hold few (a process that imported torch 26, each of a DataLoader's
-#: workers about 20).
+#: every one (960,000 open files cost 5 seconds a check, 8,192 cost 0.04 seconds). Past it the
+#: student process is stopped; honest processes hold few (a process that imported torch 26, each of
+#: a DataLoader's workers about 20).
 MAX_OPEN_FILES = 8192
 
 
@@ -859,8 +857,8 @@ def _shared_memory_kb(
 ) -> int:
     """kB of shared-memory files (``memfd``, ``/dev/shm``) that ``pids`` hold open, or that ``uid``
     owns in ``/dev/shm`` (``uid`` ``None``: not sandboxed, so none but those held), each counted
-    once: such memory is resident in no process until mapped (a twenty-third hostile review held 1.5
-    GB in them unseen). What ``kept`` holds counts only by what it has grown since.
+    once: such memory is resident in no process until mapped, so it is counted here or nowhere. What
+    ``kept`` holds counts only by what it has grown since.
 
     Raises :class:`SharedMemoryTooLarge` (:func:`_dev_shm_files`), also when ``pids`` hold more than
     :data:`MAX_OPEN_FILES` files open in all (counted before any is looked at)."""
@@ -922,8 +920,7 @@ def _system_v_table(kind: str, uid: int) -> list[dict[str, int]]:
 
 def _system_v_segments(uid: int) -> list[tuple[int, int]]:
     """``(id, kB)`` of each System V shared-memory segment ``uid`` created or owns
-    (``/proc/sysvipc/shm``), which outlives its processes and is resident in none once detached (a
-    twenty-fourth hostile review)."""
+    (``/proc/sysvipc/shm``), which outlives its processes and is resident in none once detached."""
     return [
         (row["shmid"], row["size"] // 1024) for row in _system_v_table("shm", uid) if "size" in row
     ]
@@ -932,8 +929,7 @@ def _system_v_segments(uid: int) -> list[tuple[int, int]]:
 def _system_v_queues(uid: int) -> list[tuple[str, int]]:
     """``("msg", id)`` for each System V message queue and ``("sem", id)`` for each semaphore set
     ``uid`` created or owns (``/proc/sysvipc/msg``, ``/proc/sysvipc/sem``): they outlive their
-    processes, and a queue's messages hold kernel memory no process is charged for (a twenty-eighth
-    hostile review)."""
+    processes, and a queue's messages hold kernel memory no process is charged for."""
     return [
         (kind, row[column])
         for kind, column in (("msg", "msqid"), ("sem", "semid"))
@@ -944,15 +940,15 @@ def _system_v_queues(uid: int) -> list[tuple[str, int]]:
 
 def _remove_shared_memory_files(uid: int, kept: SharedMemoryKept | None = None) -> None:
     """Remove what the sandbox user ``uid`` left in ``/dev/shm`` (files, and folders with all they
-    hold) and its System V shared-memory segments (shared memory, held after its processes end: a
-    twenty-third hostile review left 768 MB; a twenty-fifth left a chain of 1,000 folders, which
-    broke every later grading's walk), but for what ``kept`` holds."""
+    hold) and its System V shared-memory segments (shared memory, held after its processes end;
+    a chain of folders left there would break every later grading's walk), but for what ``kept``
+    holds."""
     kept = kept or SharedMemoryKept()
     if _libc():
         for shmid, _ in _system_v_segments(uid):
             if shmid not in kept.segments:
                 _libc().shmctl(shmid, 0, None)  # IPC_RMID
-        # message queues and semaphore sets (a twenty-eighth review)
+        # message queues and semaphore sets, which outlive their processes
         for kind, ipc_id in _system_v_queues(uid):
             if (kind, ipc_id) not in kept.queues:
                 if kind == "msg":
@@ -1007,7 +1003,7 @@ def _remove_folder(parent: int, name: str, beside: str) -> None:
             except OSError:
                 continue
             try:
-                # one entry at a time (a thirty-eighth hostile review)
+                # one entry at a time, never the whole folder (:data:`MAX_LEFTOVER_ENTRIES`)
                 with os.scandir(fd) as entries:
                     for entry in entries:
                         child, is_folder = entry.name, entry.is_dir(follow_symlinks=False)
@@ -1053,10 +1049,9 @@ def remove_tree(path: Path) -> None:
 #: Where each grading's working folders (the judge's private copy of the autograder, the student's
 #: folder) are made, in the temporary folder, when grading runs as root: root's, mode 0711, which no
 #: other user may list. A grading killed from outside (``grade``'s timeout, the out-of-memory
-#: killer) removes neither folder; a twenty-sixth hostile review found such a student folder in
-#: ``/tmp``, owned by ``nobody``, and ran the notebook in it as its own (31/31 for a blank
-#: notebook). Here a later student cannot find it, and the next grading removes it
-#: (:func:`_remove_abandoned`).
+#: killer) removes neither folder, and a student folder left in a listable ``/tmp``, owned by the
+#: sandbox user, would let a later submission run another's notebook as its own. Here a later
+#: student cannot find it, and the next grading removes it (:func:`_remove_abandoned`).
 WORK_FOLDER_NAME = "vision-autograder-work"
 #: A working folder's name: its kind, then the pid of the judge that made it (a staging folder of
 #: :func:`_remove_folder` too, which a judge killed while it removed a student's folders leaves half
@@ -1157,9 +1152,8 @@ def _remove_abandoned_in_the_open(base: Path) -> None:
 
 def _remove_abandoned_staging() -> None:
     """Remove the staging folders (:func:`_remove_folder`, root's) that judges no longer running
-    left in ``/dev/shm`` and :data:`LEFTOVER_FOLDERS`: a twenty-eighth hostile review's judge,
-    stopped from outside while it removed 170,000 of a student's folders, left 669 MB that no later
-    grading removed."""
+    left in ``/dev/shm`` and :data:`LEFTOVER_FOLDERS`: a judge stopped from outside while it removes
+    a student's folders leaves them staged there, and no other grading would remove them."""
     for folder in (SHARED_MEMORY_FOLDER, *LEFTOVER_FOLDERS):
         try:
             entries = [
@@ -1192,22 +1186,21 @@ def _quietly(call: Callable, *args: Any, **kwargs: Any) -> bool:
 SHARED_MEMORY_FOLDER = "/dev/shm"
 #: The sandbox user may keep at most this many files and folders in ``/dev/shm``, in folders at most
 #: this deep; past either it is stopped. Each one is looked at on every check of the tree's memory,
-#: and the walk keeps one folder open per level (a twenty-fifth hostile review made a chain of 1,000
-#: folders, which broke the recursive walk of every later grading on the machine).
+#: and the walk keeps one folder open per level (a chain of 1,000 folders would break the walk of
+#: every later grading on the machine).
 MAX_SHARED_ENTRIES = 4096
 MAX_SHARED_DEPTH = 32
 #: The other folders every user may write to, where the sandbox user's files are removed as its
-#: ``/dev/shm`` ones are when the student process stops (a twenty-seventh hostile review left 900 MB
-#: in ``/var/tmp``, which the next submission, run as the same user, could read; a batch could fill
-#: the disk). Their bytes are not counted: they are on disk, not in memory, and each file is at most
-#: 512 MB (``RLIMIT_FSIZE``); their number is (:data:`MAX_LEFTOVER_ENTRIES`).
+#: ``/dev/shm`` ones are when the student process stops: the next submission, run as the same
+#: user, must not read them, and a batch must not fill the disk. Their bytes are not counted: they
+#: are on disk, not in memory, and each file is at most 512 MB (``RLIMIT_FSIZE``); their number is
+#: (:data:`MAX_LEFTOVER_ENTRIES`).
 LEFTOVER_FOLDERS = ("/tmp", "/var/tmp", "/run/lock")
 #: The sandbox user may keep at most this many files and folders in :data:`LEFTOVER_FOLDERS` and its
 #: own scratch folder, counted on every check of the tree's memory; past it it is stopped. Every one
-#: is removed when it stops: a thirty-eighth hostile review made 7.2 million hard links there (24
-#: bytes of disk each), and the judge's walk listed them all before removing any (7 GB, 111 s, and a
-#: grade timeout in the middle left 878,769 behind). Honest notebooks keep a few dozen (their
-#: support files, matplotlib's cache).
+#: is removed when it stops, by a walk that reads one entry at a time (millions of hard links, 24
+#: bytes of disk each, listed whole would cost the judge gigabytes and minutes). Honest notebooks
+#: keep a few dozen (their support files, matplotlib's cache).
 MAX_LEFTOVER_ENTRIES = 16_384
 
 
@@ -1280,8 +1273,8 @@ def _walk_shared_memory(
     stack: list[tuple[int, Iterator[tuple[str, os.stat_result]], int]] = []
 
     def read(fd: int) -> Iterator[tuple[str, os.stat_result]]:
-        # one entry at a time, never the whole folder: a thirty-eighth hostile review's folder of 7
-        # million hard links, listed whole with their lstat, took the judge 7 GB
+        # one entry at a time, never the whole folder: a folder of millions of hard links, listed
+        # whole with their lstat, would cost the judge gigabytes
         try:
             with os.scandir(fd) as entries:
                 for entry in entries:
@@ -1474,11 +1467,10 @@ def _cpu_group(parent: Path | None = None) -> Path | None:
     """This judge's CPU group for the student's processes (made if needed), or ``None`` where there
     is none; in ``parent`` (another hierarchy, :func:`_cpuacct_parent`) if given.
 
-    A twenty-seventh hostile review: a submission started 40 busy loops,
-    each in a session of its own (``setsid``), and the kernel shares the CPU
-    between sessions (``sched_autogroup``), so a submission graded beside it
-    (``grade --jobs 2``) got 1/41 of a core and 0/31 instead of 31/31. In a
-    group of their own, all of a student's processes together weigh as much
+    The kernel shares the CPU between sessions (``sched_autogroup``), so a
+    submission that starts many busy loops, each in a session of its own
+    (``setsid``), would starve a submission graded beside it (``grade --jobs
+    2``). In a group of their own, all of a student's processes together weigh as much
     as one session; a process cannot leave the group (only root may move
     it). Groups of judges that no longer run are removed first.
     """
@@ -1538,9 +1530,8 @@ def _join_cpu_group(group: Path | None, pid: int) -> bool:
 def _first_for_the_oom_killer(pid: int) -> None:
     """Make the student process, and every process it starts, the first the kernel's out-of-memory
     killer stops (``oom_score_adj`` 1000, which only a privileged process can lower), before it runs
-    a cell: memory no process holds (a memfd in an unread socket message, a twenty-fourth hostile
-    review) is counted nowhere, and a machine or container that runs out then stops the student's
-    processes, not the judge."""
+    a cell: memory no process holds (a memfd in an unread socket message) is counted nowhere, and a
+    machine or container that runs out then stops the student's processes, not the judge."""
     try:
         with open(f"/proc/{pid}/oom_score_adj", "w") as f:
             f.write("1000")
@@ -1789,9 +1780,9 @@ class Session:
             budget = channel.Budget()
         values = {}
         for name in names:
-            # one frame's data, referenced by each name within its own allowance: a thirty-fifth
+            # one frame's data, referenced by each name within its own allowance, so that one
+            # name's data cannot use it up for every later name
             if not shared:
-                # hostile review's extra key used it up for every later name
                 budget.bytes = channel.MAX_FRAME
             values[name] = _decoded(
                 encoded.get(name, {channel.KIND: "missing"}),
@@ -1884,8 +1875,8 @@ class RemoteCallable(channel.Handle):
             self._session.last_failure = str(failure)
             raise
         if header.get("op") == "raised":
-            # an honest reply has none; the exception's traceback keeps this frame (a thirty-sixth
-            # review)
+            # an honest reply has none; the exception's traceback would keep this frame, and the
+            # body with it
             del body
             raise StudentError(
                 f"{str(header.get('type', 'Exception'))[:200]}: "
@@ -1897,9 +1888,9 @@ class RemoteCallable(channel.Handle):
         if isinstance(mutated, list):
             self.mutated_arguments = [m for m in mutated if isinstance(m, (int, str))][:64]
         # a failing example's exception keeps the frames that hold what the function returned, in
-        # reference cycles that only the garbage collector frees: a thirty-fifth hostile review's
-        # functions returned 252 MB on every input but the smallest, and Hypothesis's search and
-        # shrinking kept 11 of them (8.3 GB)
+        # reference cycles that only the garbage collector frees: functions that return hundreds
+        # of MB on every input but the smallest would have Hypothesis's search and shrinking keep
+        # many of them
         self._session.returned_bytes += len(body)
         if self._session.returned_bytes > channel.MAX_FRAME:
             gc.collect()
@@ -1975,8 +1966,8 @@ class StudentEnvironment(dict):
             except StudentFailure:
                 # a value too large to cross or unreadable, or the process stopped while sending:
                 # name by name, still before any student function is called (a name that cannot be
-                # read is missing), all within one budget (a thirty-fourth hostile review's 12 names
-                # of 200 MB each, too large together, were each read alone and kept: 2.6 GB)
+                # read is missing), all within one budget (names too large together are not kept by
+                # reading each alone)
                 budget = channel.Budget()
                 for name in wanted:
                     try:
@@ -2005,16 +1996,15 @@ class StudentEnvironment(dict):
 
         Only the handles of functions are new (the old ones died with the old
         process), and only where the first read held one too, also inside a
-        container: a dict holding a function keeps its first data (a fifteenth
-        hostile review rebuilt ``noise_free`` in the replay from targets the
-        judge's calls had shown, and added a function to it). A notebook that
+        container: a dict holding a function keeps its first data (else a
+        replay could rebuild it from targets the judge's calls had shown). A notebook that
         gives other values when it is replayed (it looks for a file its first
         run wrote, a clock, a random draw, values the judge sent to its
         functions before the restart) cannot change what later questions read:
-        a name missing or unreadable at first stays so (a sixth hostile review
-        left ``SIGMA`` undefined, captured the reference's targets through
-        ``rel_err``, stopped the process, and computed ``SIGMA`` from them in
-        the replay); a network that is not the one first read fails its
+        a name missing or unreadable at first stays so (else a notebook could
+        leave a name undefined, capture the reference's targets through a
+        function the judge calls, stop the process, and compute the name from
+        them in the replay); a network that is not the one first read fails its
         forward check against the first parameters.
         """
         for name, first in self._first.items():
@@ -2359,8 +2349,8 @@ def grade_submission(
     torch.set_num_threads(1)
     results_path = Path(results_path)
     # removing what the student left (its working folder, its files in /tmp...) may take long: it is
-    # done after the results are written (a twenty-eighth hostile review's million folders held the
-    # results past the deadline, and the grading was stopped from outside with none written)
+    # done after the results are written, so that a million folders left behind cannot hold the
+    # results past the deadline
     cleanups: list[Callable[[], Any]] = []
     try:
         try:
@@ -2708,7 +2698,7 @@ def _names_set_by(source: str) -> set[str]:
     return names
 
 
-#: How the cell notes count cells (a newcomer's walkthrough asked what "Code cell 5" meant).
+#: How the cell notes count cells, said beside them so that "Code cell 5" needs no guessing.
 CELLS_COUNTED = (
     "(Code cells are counted from the top of the notebook, 1 for the first; markdown cells are not "
     "counted.)"
