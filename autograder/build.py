@@ -153,8 +153,8 @@ def check_imports(autograder_zip: Path) -> None:
         )
 
 
-#: The folder in ``build/NAME/`` that ``grade`` writes to by default: a rebuild keeps it (a
-#: newcomer's walkthrough lost the graded results of the demo to one).
+#: The folder in ``build/NAME/`` that ``grade`` writes to by default: a rebuild keeps it, so that
+#: the graded results of the demo survive it.
 GRADED_FOLDER = "graded"
 
 

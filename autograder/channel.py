@@ -1083,7 +1083,7 @@ _PLAIN = (bool, int, float, complex, str, torch.dtype, torch.Size)
 def _text(value: Any, default: str, limit: int = 200) -> str:
     """A string field of a description, cut to ``limit`` characters; ``default`` when it is not a
     string (never ``str()`` of what was sent: a list of one string of 1 MB referenced 1,500 times
-    was 1.5 GB of text)."""
+    is 1.5 GB of text)."""
     return value[:limit] if isinstance(value, str) else default
 
 

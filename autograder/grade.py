@@ -131,9 +131,8 @@ def submission_label(path: Path) -> str:
     """A folder name for a submission's outputs: its file name without the extension.
 
     A name of dots only, or none (``...ipynb``, ``.ipynb``), would name the
-    output folder itself or its parent (a twenty-second hostile review:
-    ``...ipynb``'s results were written beside the batch's folder); its
-    dots become underscores.
+    output folder itself or its parent (``...ipynb``'s results would be
+    written beside the batch's folder); its dots become underscores.
     """
     label = path.name.rsplit(".", 1)[0] if "." in path.name else path.name
     return label if label.strip(".") else label.replace(".", "_") or "_"
@@ -142,10 +141,9 @@ def submission_label(path: Path) -> str:
 def batch_labels(submissions: list[Path]) -> list[str]:
     """One distinct label per submission (:func:`submission_label`), in order: a label already taken
     gets the first free ``-2``, ``-3``... suffix (``a/x``, ``b/x`` and ``c/x-2`` are x, x-2 and
-    x-2-2: counting only repeats of a file name gave two "x-2", and one overwrote the other's
-    results, a nineteenth hostile review). The batch's own table is taken from the start
-    (:data:`RESERVED_LABELS`: ``scores.csv.ipynb``'s folder stopped the table being written, a
-    twenty-second hostile review)."""
+    x-2-2: counting only repeats of a file name would give two "x-2", and one would overwrite the
+    other's results). The batch's own table is taken from the start (:data:`RESERVED_LABELS`: a
+    submission's folder named ``scores.csv`` would stop the table being written)."""
     labels: list[str] = []
     taken: set[str] = set(RESERVED_LABELS)
     for sub in submissions:
@@ -285,9 +283,9 @@ def protect_inputs(submissions: list[Path], out_dir: Path) -> dict[str, int]:
     still locked), as is a symbolic link. A folder the sandbox user must pass
     through to run Python (one leading to the interpreter, this package or
     the temporary folder, :func:`_on_the_sandbox_users_way`) keeps "x" for
-    group and other: a newcomer graded a notebook kept in the repository's
-    root, which became 0700, and every later grading failed ("user 'nobody'
-    cannot run ..."). ``out_dir`` is created if missing.
+    group and other: a notebook kept in the repository's root would
+    otherwise make the root 0700, and every later grading would fail ("user
+    'nobody' cannot run ..."). ``out_dir`` is created if missing.
 
     Returns:
         ``{path: its mode before}`` for each path whose mode changed (empty
@@ -478,8 +476,7 @@ def _run_grading(
         if written is None:
             return f"grading took longer than {timeout:.0f} seconds and was stopped."
         # the judge writes the results before it removes what the submission left, which may take
-        # long (a twenty-ninth review: a submission that left a million folders lost its results to
-        # this timeout)
+        # long (a million folders): results written before this timeout are kept
         _collect(produced, out_dir, staged.name, original_name)
         written["output"] = (
             f"{written.get('output') or ''}\nThe grading was stopped after {timeout:.0f} seconds "
@@ -787,7 +784,7 @@ def _questions(results: list[GradeResult]) -> list[str]:
 def _batch_possible(results: list[GradeResult]) -> float | None:
     """The points a submission of the batch can get (the most any graded one could; if none was
     graded, the assignment's, :attr:`GradeResult.out_of`), ``None`` if neither is known: an ungraded
-    row is out of them too (a newcomer's spreadsheet divided by its ``possible`` of 0)."""
+    row is out of them too (a spreadsheet must not divide by a ``possible`` of 0)."""
     graded = [r.possible for r in results if not r.error]
     known = [r.out_of for r in results if r.out_of is not None]
     return max(graded) if graded else max(known) if known else None
