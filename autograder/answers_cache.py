@@ -201,7 +201,7 @@ def store(path: Path, name: str, value_fingerprint: str, value: Any) -> None:
     payload = _encode(value)
     try:
         _decode(payload)
-    except Exception as err:  # noqa: BLE001
+    except Exception as err:  # noqa: BLE001 - whatever the reader refuses, as above
         raise TypeError(
             f"cache value {name!r} is not plain data (tensors, numbers, strings, containers): "
             f"{type(err).__name__}: {str(err)[:200]}"

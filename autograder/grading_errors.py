@@ -186,7 +186,7 @@ def _resolve(module: str, names: tuple[str, ...]) -> tuple[str | None, object]:
         if not hasattr(imported, name):
             try:
                 importlib.import_module(f"{module}.{name}")
-            except BaseException:  # noqa: BLE001
+            except BaseException:  # noqa: BLE001 - as above: any failure means no such name
                 return f"{module} has no {name}", imported
     return None, imported
 

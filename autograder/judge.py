@@ -56,7 +56,7 @@ if __name__ == "__main__":
 
 from autograder import channel, checks, private_dirs  # noqa: E402 - after the threads are set
 from autograder.judge_interface import GRADING_ERROR_FILE, Limits, question_order  # noqa: E402,F401 (this module's API)
-from autograder.rebound import KindWatch, NotebookMap, map_notebook  # noqa: E402
+from autograder.rebound import KindWatch, NotebookMap, map_notebook  # noqa: E402 - as above
 
 REPO = Path(__file__).resolve().parents[1]
 #: Folders of the installation the student process must not read when grading

