@@ -156,10 +156,10 @@ def expect_plain_image(where: str, ax: Any, image: Any) -> str | None:
     the registered map whose colours it has), or ``None`` for a map of the student's own like none
     of them.
 
-    ``where`` names the image in messages ("`fig.axes[1]`"). Hostile reviews ten to thirteen drew a
-    template under a second image, upside down, transparent, with a ``TwoSlopeNorm`` centred off
-    zero, with a grey map named "RdBu_r", zoomed, squashed, rotated, masked, covered, or in a white
-    map of their own; each passed checks that read only the array and the colour limits
+    ``where`` names the image in messages ("`fig.axes[1]`"). A template drawn under a second
+    image, upside down, transparent, with a ``TwoSlopeNorm`` centred off zero, with a grey map
+    named "RdBu_r", zoomed, squashed, rotated, masked, covered, or in a white map of its own passes
+    any check that reads only the array and the colour limits, so each is read here
     (:mod:`autograder.figures`). A linear norm other than ``Normalize`` (``CenteredNorm``) is fine.
     """
     import numpy as np
@@ -334,8 +334,7 @@ def _expect_whole_view(where: str, ax: Any, width: int, height: int) -> None:
             "imshow's limits."
         )
     # the pixels as drawn: at most 4 times taller than wide or wider than tall (aspect="auto" in a
-    # 40 by 1.6 inch figure smeared them 70 to 1, a fourteenth review; set_aspect(5) stretched them
-    # 5 to 1)
+    # 40 by 1.6 inch figure smears them 70 to 1; set_aspect(5) stretches them 5 to 1)
     box, fig = figures.drawn_position(ax), figures.root_figure(ax)
     pixel = (box.height * fig.get_figheight() / (y0 - y1)) / max(
         box.width * fig.get_figwidth() / (x1 - x0), 1e-12
@@ -355,8 +354,9 @@ def _colour_map_name(where: str, image: Any) -> str | None:
     :data:`CMAP_COLOUR_TOL`; ``None`` for a map of the student's own that is none of them but tells
     the image's values apart (:func:`_expect_values_told_apart`).
 
-    A twelfth and a thirteenth hostile review drew a grey map named "RdBu_r", a white map of their
-    own, and maps right at 16 sample points but white between them, or black above the limit.
+    Each of these passes a check by name or by a few sample points: a grey map named "RdBu_r", a
+    white map of one's own, a map right at 16 sample points but white between them, or black above
+    the limit.
     """
     import matplotlib
     import numpy as np
@@ -408,8 +408,8 @@ def _colour_map_name(where: str, image: Any) -> str | None:
 
 #: How far apart (0 to 1, in one RGB channel) a map of one's own must draw an image's low and high
 #: values: more than :data:`TOLD_APART`, and more than :data:`TOLD_APART_PER_SCALE` times how far
-#: apart they are on the colour scale. Review twenty-two drew the trousers black, and navy at 0.16
-#: for the brightest tenth, 0.9 of the scale apart: a black square to the eye. matplotlib's gray,
+#: apart they are on the colour scale: a map drawing the trousers black, and navy at 0.16 for the
+#: brightest tenth, 0.9 of the scale apart, is a black square to the eye. matplotlib's gray,
 #: coolwarm and RdBu_r draw their two ends 1.0, 0.6 and 0.38 apart; an honest dark cyan, white and
 #: dark magenta map draws weights 0.4 of the scale apart 0.3 apart.
 TOLD_APART, TOLD_APART_PER_SCALE = 0.15, 0.3
@@ -750,8 +750,7 @@ def once(kind: str, funcs: tuple, check: Callable[[], None]) -> CheckFailure | N
         except CheckFailure as failure:
             # kept as its message only: its traceback, and the exceptions it was raised while
             # handling, hold the frames, and with them what the student's functions returned, for
-            # the rest of the grading (a thirty-sixth hostile review kept about 250 MB a kind this
-            # way)
+            # the rest of the grading (hundreds of MB a kind)
             outcome = CheckFailure(str(failure))
         _OUTCOMES[key] = (funcs, outcome)
     return _OUTCOMES[key][1]
@@ -917,8 +916,8 @@ MAX_KEYS_SHOWN = 10
 
 def short_repr(value: Any) -> str:
     """``repr(value)`` cut short (``reprlib``: strings to 40 characters, containers to 4 items, 2
-    levels deep), for a student's value in a message. A thirty-fourth hostile review's dict key was
-    a tuple of many references to one string of megabytes: its ``str`` was gigabytes of text."""
+    levels deep), for a student's value in a message: a dict key that is a tuple of many references
+    to one string of megabytes has a ``str`` of gigabytes."""
     import reprlib
 
     short = reprlib.Repr()  # its limits as attributes: Python 3.11's takes no arguments

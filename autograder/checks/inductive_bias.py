@@ -201,7 +201,7 @@ def _lesson_inputs() -> list[tuple[str, np.ndarray]]:
 def _numbers(shown: str, value: Any) -> np.ndarray:
     """``np.asarray(value)`` of what a student's function returned, refusing text first: NumPy pads
     every string of a list to the longest one, so a list of one string of a million characters and
-    399 empty ones (1 MB sent) became an array of 1.6 GB (a thirty-fifth hostile review).
+    399 empty ones (1 MB sent) would become an array of 1.6 GB.
 
     Raises:
         CheckFailure: naming ``shown``, when ``value`` holds strings or bytes.
@@ -229,8 +229,7 @@ def check_q1(crops: Callable, X_test: Any, call_with_arrays: Any) -> None:
     ib = _ref()
     expect_callable("crops", crops)
 
-    # n from 1: the lesson never asks for no crops, and np.stack of an empty list raises (a
-    # thirteenth review)
+    # n from 1: the lesson never asks for no crops, and np.stack of an empty list raises
     @given(st.integers(1, 6), st.integers(0, 2**31 - 1))
     def matches_reference(n, seed):
         got = call("crops", call_with_arrays, crops, n, {"rng_seed": seed})
@@ -260,8 +259,7 @@ def check_q1(crops: Callable, X_test: Any, call_with_arrays: Any) -> None:
 
 def _expect_float64(name: str, array: np.ndarray) -> None:
     """Crops are float64 (NumPy's default float): in float32 every later answer computed from them
-    (``SIGMA``, the errors) moves by more than its tolerance (2e-8 to 1e-4 of the value, a
-    thirteenth hostile review)."""
+    (``SIGMA``, the errors) moves by more than its tolerance (2e-8 to 1e-4 of the value)."""
     if array.dtype != np.float64:
         raise CheckFailure(
             f"`{name}` has dtype {array.dtype}, but it should be float64 (NumPy's default float): "
@@ -604,9 +602,8 @@ def _fit_predict(fit, predict, adapter, model, X, Y, Xnew):
             f"`fit('{model}', X, Y)` should return a NumPy array, but it returns "
             f"{describe_type(params)}."
         )
-    # finite numbers (complex for shared16's spectrum): a twenty-seventh hostile review's fit
-    # returned NaN and kept the real parameters in a global for its predict, and every comparison
-    # with a NaN difference was false
+    # finite numbers (complex for shared16's spectrum): a fit that returns NaN and keeps the real
+    # parameters in a global for its predict makes every comparison with a NaN difference false
     params = expect_array(f"fit('{model}', X, Y)", params, complex_ok=True)
     got = call(f"predict('{model}', params, X)", adapter, predict, model, params, Xnew)
     shown = f"predict('{model}', fit('{model}', X, Y), X_new) with X of shape {X.shape}"
@@ -710,7 +707,7 @@ def _least_squares_property(
     cases = {"conv": (1, 3), "shared16": (1, 2), "local5": (4, 40), "full": (3, 300)}
 
     # crops also a thousand times fainter: lstsq's cutoff is relative to the largest singular value,
-    # and an eleventh hostile review's absolute cutoff (pw > 1e-6) was right on crops in [0, 1] only
+    # and an absolute cutoff (pw > 1e-6) is right on crops in [0, 1] only
     @given(
         st.sampled_from(MODELS),
         st.integers(0, 1),
@@ -775,8 +772,8 @@ def _least_squares_property(
 
     # Faint texture: crops 0.8 plus 1e-6 or 1e-8 of random contrast, whose singular values
     # (frequencies) lie far below the largest yet far above lstsq's cutoff (rcond=None: about 1e-13
-    # of it). A twelfth hostile review's fit with rcond=1e-4 (conv), or a shared16 cutoff of 1e-5,
-    # was right on every other input, and is 100 % wrong here; np.linalg.pinv agrees with lstsq to
+    # of it). A fit with rcond=1e-4 (conv), or a shared16 cutoff of 1e-5, is right on every other
+    # input, and 100 % wrong here; np.linalg.pinv agrees with lstsq to
     # 5e-13 (FIT_TOL is 1e-6).
     rng = np.random.default_rng(11)
     for contrast in (1e-6, 1e-8):

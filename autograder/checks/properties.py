@@ -36,9 +36,9 @@ GRADING = settings(
 def given(*strategies, **named_strategies) -> Callable:
     """Hypothesis's ``given``, for a property whose failing examples keep nothing they held:
     Hypothesis keeps a failing example's exception while it searches and shrinks, and with it the
-    frames that hold what the student's function returned (a thirty-fifth hostile review's returned
-    252 MB on every input but the smallest: 11 of them at once, 8.3 GB). Each exception leaves with
-    its frames' locals cleared, and those of the exceptions it was raised while handling
+    frames that hold what the student's function returned (a function that returns hundreds of MB
+    on every input but the smallest would have many of them held at once). Each exception leaves
+    with its frames' locals cleared, and those of the exceptions it was raised while handling
     (``traceback.clear_frames``); the examples are the same (Hypothesis derandomizes by the
     property's own source, which ``functools.wraps`` keeps)."""
 

@@ -46,7 +46,7 @@ Tolerances, and why they are what they are:
   honest ways (one batch, 250 batches, own softmax, float64, two threads)
   agree within 8e-8, and adding the 8,000 losses one at a time in float32
   drifts by 1.3e-6. Wrong digits: all 10,000 (the test digits in) are 3.6e-5
-  away (a thirteenth hostile review passed 1e-4 with them), the test digits
+  away (so a tolerance of 1e-4 would pass them), the test digits
   alone 1.8e-4; a wrong model more than 1e-2. The value rounded to 3 to 6
   decimals passes too (the solution prints it to 4).
 * Training bands (``TRAIN_BAND``, ``TEST_BAND``, ``GAP_BAND``, ``LOSS_BAND``):
@@ -63,9 +63,9 @@ Tolerances, and why they are what they are:
   Inside the bands the recipe itself is checked: the weights must be one of
   its two accepted runs (the question's ``randperm`` order, or a shuffling
   ``DataLoader`` with ``generator=order``) within ``RECIPE_WEIGHT_TOL``, and
-  ``train_losses`` that run's within ``RECIPE_LOSS_TOL``. A tenth hostile
-  review's SGD with momentum, and 500 test digits added to the training
-  set, landed in every band.
+  ``train_losses`` that run's within ``RECIPE_LOSS_TOL``, since SGD with
+  momentum, or 500 test digits added to the training set, land in every
+  band.
 * ``REPORTED_TOL``: the student's reported accuracy against the accuracy the
   checker measures on the student's own model: two digits' worth (an argmax
   whose two largest logits tie to the last bit can flip between batchings).
@@ -432,8 +432,8 @@ def check_softmax_function(softmax: Callable) -> None:
     @given(st.data())
     def matches_torch(data):
         logits = _logits(data, (0.5, 1.0, 3.0))
-        # "over the last axis": also with one more leading axis (a twelfth hostile review's softmax
-        # took dim 1 for every batch, the last axis only of (N, C))
+        # "over the last axis": also with one more leading axis (dim 1 is the last axis only of
+        # (N, C))
         if data.draw(st.booleans(), label="one more leading axis"):
             logits = torch.stack([logits, logits.flip(-1) * 0.5])
         t = data.draw(st.sampled_from([None, 0.25, 0.5, 2.0, 5.0]), label="temperature")
@@ -526,9 +526,8 @@ def check_softmax_function(softmax: Callable) -> None:
         offset = data.draw(st.sampled_from([100.0, 1000.0, -1000.0]), label="offset")
         logits = _logits(data, (1.0, 10.0))
         if logits.dim() == 2 and len(logits) > 1:
-            # each vector's own largest score, not the batch's (an eighth hostile review subtracted
-            # the batch's maximum, which leaves a row far below it all zeros): the offset on every
-            # other row
+            # each vector's own largest score, not the batch's (subtracting the batch's maximum
+            # leaves a row far below it all zeros): the offset on every other row
             logits = (
                 logits + offset * (torch.arange(len(logits)) % 2 == 0).to(logits.dtype)[:, None]
             )
@@ -673,9 +672,9 @@ def check_q4(
                 f"`train_losses[{i}]` is far from the loss this recipe gives in epoch {i + 1}: "
                 "record the mean of the epoch's batch losses, and check the recipe."
             )
-    # the recipe itself (a tenth hostile review: SGD with momentum 0.9 at lr 0.01, 500 test digits
-    # added to the training set; weight decay, Nesterov, batches of 30 to 34 too, landed in every
-    # band): the weights of one of its two accepted runs, within what another thread count makes of
+    # the recipe itself (SGD with momentum, test digits added to the training set, weight decay,
+    # Nesterov, batches of 30 to 34 land in every band): the weights of one of its two accepted
+    # runs, within what another thread count makes of
     # 2,500 SGD steps (RECIPE_WEIGHT_TOL)
     runs = [
         run
@@ -946,8 +945,8 @@ def check_fgsm_function(fgsm: Callable, model: Any, net: nn.Module, trained: boo
     them whenever the reference step flips most. On the same digits given
     the next label (``(label + 1) % 10``): the pixels moved the reference's
     way too, so the step follows the ``label`` it is given (on a confident
-    digit the true label is the predicted class, and an ``fgsm`` attacking
-    the prediction passed the rest: a sixth hostile review).
+    digit the true label is the predicted class, so an ``fgsm`` attacking
+    the prediction would pass the rest).
     """
     expect_callable("fgsm", fgsm)
     ref = _reference()
@@ -1022,8 +1021,7 @@ def check_q8(fgsm, confident, flip_rate, adversarial_l2, model, weights, mlp) ->
         raise CheckFailure(
             f"`confident` has dtype {confident.dtype}, but it should hold test-set indices (int64)."
         )
-    # the count first: .long() of a uint8 tensor of 256 MB would be 2 GB (a thirty-fourth hostile
-    # review)
+    # the count first: .long() of a uint8 tensor of 256 MB would be 2 GB
     if confident.numel() != values["confident"].numel() or not torch.equal(
         confident.long().flatten(), values["confident"]
     ):

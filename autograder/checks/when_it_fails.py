@@ -199,7 +199,7 @@ TEMPLATE_LIMIT_RANGE = 10.0
 #: the recipe's randperm differ by 1.1e-7 of the logits' size (the mean loss summed in another
 #: order), at one and two threads; SGD, another learning rate, batches of 32, 15 epochs, or the
 #: model built before ``torch.manual_seed`` by 0.3 or more, AdamW's default weight decay (1e-5 of
-#: each weight per step) by about 3e-4 (a ninth hostile review). The same tolerance on 250 images
+#: each weight per step) by about 3e-4. The same tolerance on 250 images
 #: (three batches per epoch), against the reference's order and a shuffling DataLoader's with
 #: generator=g: another order (the global generator, g seeded 0, batches of 128, the last batch
 #: dropped) is 0.12 of the logits' size away or more, a RandomSampler with generator=g 0.018.
@@ -640,8 +640,8 @@ def _reproduces(
     depend on them. When that call (or ``default``, the network it already
     gave) differs, the call is repeated in each other setting the notebook's
     cells ran in (:meth:`autograder.judge.RemoteCallable.other_torch_states`,
-    at most two more): honest work that sets ``torch.set_num_threads(1)``
-    after training lost 12 points to this (a fifteenth hostile review).
+    at most two more), so that honest work that sets
+    ``torch.set_num_threads(1)`` after training loses nothing.
     """
     shown = "the network `train_mlp` returned"
     first = (
@@ -839,8 +839,8 @@ def check_train_function(train_mlp: Callable) -> None:
             "`train_mlp` gives the same model for other labels: train on the `X` and `y` it is "
             "given, not on global variables."
         )
-    # batches drawn at random every epoch (a seventh hostile review's train_mlp took them in order,
-    # and landed in every band: the split is already in random order). In order, each batch of 100
+    # batches drawn at random every epoch (a train_mlp that takes them in order lands in every
+    # band: the split is already in random order). In order, each batch of 100
     # images stacked twice is all 100 of them, so one epoch over the pair is two epochs over the
     # 100; drawn at random it is not.
     X100, y100 = a["X_tr"][:100], a["y_tr"][:100]
@@ -870,9 +870,9 @@ def check_train_function(train_mlp: Callable) -> None:
             "as "
             "`torch.randperm(len(X), generator=g)` and take its indices 100 at a time."
         )
-    # the recipe itself, where the batch order cannot matter: 64 images are one batch per epoch (an
-    # eighth hostile review's SGD, 15 default epochs, batches of 32, other learning rates, and a
-    # train_mlp reading the global X_tr landed in every band)
+    # the recipe itself, where the batch order cannot matter: 64 images are one batch per epoch
+    # (SGD, 15 default epochs, batches of 32, other learning rates, and a train_mlp reading the
+    # global X_tr land in every band)
     X64, y64 = a["X_tr"][100:164], a["y_tr"][100:164]
     actual = _retrained(
         train_mlp,
@@ -923,11 +923,11 @@ def check_train_function(train_mlp: Callable) -> None:
             "two Adam steps: take each epoch's order 100 indices at a time (batches of 100)."
         )
     # ...and the batch order itself, where it matters: 250 images are three batches per epoch (100,
-    # 100, 50). A tenth review's holes: the order from torch's global generator, from a generator
-    # seeded 0 whatever `seed`, batches of 128, the last batch dropped; each is 0.12 or more of the
-    # logits' size away, and one RandomSampler(generator=g), whose every epoch draws a second
-    # randperm, 0.018. The question gives the order (each epoch's randperm from `g`); a shuffling
-    # DataLoader with generator=g draws its order from `g` too.
+    # 100, 50). The order from torch's global generator, from a generator seeded 0 whatever
+    # `seed`, batches of 128, the last batch dropped: each is 0.12 or more of the logits' size away,
+    # and one RandomSampler(generator=g), whose every epoch draws a second randperm, 0.018. The
+    # question gives the order (each epoch's randperm from `g`); a shuffling DataLoader with
+    # generator=g draws its order from `g` too.
     X250, y250 = a["X_tr"][400:650], a["y_tr"][400:650]
     actual = _retrained(
         train_mlp,
@@ -1011,8 +1011,8 @@ def check_q2(
             "validation "
             "images what the recipe (Adam, lr 1e-3, batches of 100, 30 epochs) gives."
         )
-    # ...and is the recipe's network itself (an eleventh hostile review's train_mlp stopped early
-    # once the loss fell below 0.3, which the small problems of check_train_function never reach)
+    # ...and is the recipe's network itself (a train_mlp that stops early once the loss falls below
+    # 0.3 passes the small problems of check_train_function, which never reach it)
     trained = _trained(data)
     if not any(
         relative_distance(model.weights, trained[key]) <= NET_RECIPE_TOL
@@ -1268,9 +1268,8 @@ def check_q6(fig_templates, net_weights) -> None:
             f"`fig_templates` shows {len(shown)} image(s), but it should show 16 templates, one "
             f"per Axes."
         )
-    # a tenth hostile review drew them in a row of 16 (and in grey): the 4 by 4 grid, read from
-    # where each Axes is drawn, so that ImageGrid, hand-placed Axes and a column of colour bars
-    # beside the grid pass alike
+    # the 4 by 4 grid (not a row of 16), read from where each Axes is drawn, so that ImageGrid,
+    # hand-placed Axes and a column of colour bars beside the grid pass alike
     figures.settle(figures.root_figure(drawn[0]))
     rows, columns, cells = figures.grid_cells(drawn)
     if (rows, columns) != (4, 4):
@@ -1317,9 +1316,9 @@ def check_q6(fig_templates, net_weights) -> None:
                 f"`fig_templates`' image {i} is not drawn on a colour scale centred on zero: pass "
                 "vmin=-limit, vmax=limit to imshow."
             )
-        # ...on the weights' own scale (a sixth hostile review drew them at 1e6, flat, or 1e-9, all
-        # saturated): any limit from the largest weight of the row, of the 16 rows or of the layer,
-        # a percentile or a round number near them, passes
+        # ...on the weights' own scale (a limit of 1e6 draws them flat, 1e-9 all saturated): any
+        # limit from the largest weight of the row, of the 16 rows or of the layer, a percentile or
+        # a round number near them, passes
         row = weights[0][i].abs()
         if high > TEMPLATE_LIMIT_RANGE * float(weights[0].abs().max()):
             raise CheckFailure(
@@ -1611,8 +1610,8 @@ def check_random_shifts_function(random_shifts: Callable) -> None:
                 f"seeded "
                 "`seed`."
             )
-        # the draw is the question's, exactly (a seventh hostile review ignored `seed` and moved
-        # positive shifts left, and passed the three properties above)
+        # the draw is the question's, exactly (one that ignores `seed` and moves positive shifts
+        # left passes the three properties above)
         if not torch.equal(out, _reference().random_shifts(X, m, seed)):
             raise CheckFailure(
                 f"`{shown}` does not move image i by shift[i] pixels (to the right when positive), "
@@ -1675,8 +1674,7 @@ def check_q10(
             raise CheckFailure(
                 f"`X_aug`'s copy {k} is hardly shifted: draw each image's shift from -3 to 3."
             )
-        # ...and is the question's copy (a seventh hostile review used max_shift 2 and seed 1 three
-        # times)
+        # ...and is the question's copy (not max_shift 2, nor seed 1 three times)
         seed = r.AUG_SEEDS[k - 1]
         if not torch.equal(block, r.random_shifts(data["X_tr"], r.AUG_MAX_SHIFT, seed)):
             raise CheckFailure(
@@ -1770,8 +1768,7 @@ def check_q11(
             "`y_random` keeps most fitting labels where they were: permute them at random."
         )
     r = _reference()
-    # ...and is the question's permutation, exactly (a ninth hostile review's y_tr.roll(1) passed
-    # the two above)
+    # ...and is the question's permutation, exactly (y_tr.roll(1) passes the two above)
     order = torch.randperm(len(data["y_tr"]), generator=torch.Generator().manual_seed(r.LABEL_SEED))
     if not torch.equal(y_random, data["y_tr"][order]):
         raise CheckFailure(

@@ -216,8 +216,8 @@ def check_slide_function(slide: Callable) -> None:
         h = data.draw(st.integers(1, 6), label="height")
         w = data.draw(st.integers(2, 12), label="width")
         pixels = data.draw(st.integers(1, w - 1), label="pixels")
-        # any batch shape (..., W), as the question says (an eighth hostile review indexed [:, :, :,
-        # p:]); the lesson's (N, 1, H, W) drawn most often
+        # any batch shape (..., W), as the question says (a slide written as x[:, :, :, p:] works
+        # on 4-dimensional batches only); the lesson's (N, 1, H, W) drawn most often
         lead = data.draw(
             st.sampled_from([(n, 1, h), (n, 1, h), (n, 1, h), (n, 2, h), (h,), (), (n, 1, 2, h)]),
             label="leading dimensions",
@@ -569,13 +569,13 @@ def check_peak_function(peak: Callable) -> None:
         gen = torch.Generator().manual_seed(data.draw(st.integers(0, 2**31 - 1), label="seed"))
         # few distinct values, so the largest and smallest entries tie and
         # "the first in reading order" is tested too
-        # one map shaped (..., H, W), as the question says (an eighth hostile review read m[0, 0]
-        # only)
+        # one map shaped (..., H, W), as the question says (a peak that reads m[0, 0] works on
+        # 4-dimensional maps only)
         lead = data.draw(
             st.sampled_from([(1, 1), (1, 1), (), (1,), (1, 1, 1)]), label="leading dimensions"
         )
         # (+ 0.00037: every value has a fourth decimal, so rounding to 3 decimals is told from
-        # rounding to 4, which a ninth hostile review's peak did on multiples of 1/4)
+        # rounding to 4, which values on multiples of 1/4 cannot tell apart)
         m = (
             torch.randint(0, levels, (*lead, h, w), generator=gen).float() - levels / 2
         ) / 4 + 0.00037
@@ -616,15 +616,14 @@ def check_compare_shared_function(compare_shared: Callable) -> None:
         kernel = seeded_images(data.draw, (3, 1, 3, 3), lit_fraction=1.0) - 0.5
         maps = F.conv2d(x, kernel)
         moved = F.conv2d(reference_slide(x, pixels), kernel)
-        # every entry of the shared columns counts, with allclose's tolerance (a sixth hostile
-        # review passed the old test comparing only the last column, sums, or with atol=0.5; a
-        # tenth, atol=9e-3 or rtol=1e-2). The maps' entries are at most 4.5 in size, so allclose's
-        # default tolerance (1e-8 + 1e-5 of the entry) is below 5e-5: a change of 1e-4 is a
-        # difference, and torch.equal agrees with allclose on every case. An eleventh: atol 6e-5 or
-        # rtol 3e-5; "tight" changes an entry by 3 times allclose's tolerance at it. A thirteenth
-        # passed torch.equal (or allclose with no tolerance), which the question's torch.allclose is
-        # not: "within" changes an entry by 0.3 times that tolerance, where allclose still says
-        # True.
+        # every entry of the shared columns counts, with allclose's tolerance, so that comparing
+        # only the last column, sums, or with a looser atol or rtol fails. The maps' entries are at
+        # most 4.5 in size, so allclose's default tolerance (1e-8 + 1e-5 of the entry) is below
+        # 5e-5: a change of 1e-4 is a difference, and torch.equal agrees with allclose on every
+        # case. "tight" changes an entry by 3 times allclose's tolerance at it (atol 6e-5 or rtol
+        # 3e-5 fail); "within" changes it by 0.3 times that tolerance, where allclose still says
+        # True and torch.equal (or allclose with no tolerance), which the question's
+        # torch.allclose is not, does not.
         size = data.draw(
             st.sampled_from(["within", "tight", 1e-4, 1e-3, 0.01, 0.1, 1.0]), label="change"
         )
@@ -791,9 +790,9 @@ def check_q3_6(fig, x, vertical, horizontal, *, edges=MISSING, flat_edges=MISSIN
         if not torch.allclose(array, expected, atol=1e-5):
             raise CheckFailure(f"`fig.axes[{i}]` should show {what}, but shows other values.")
     # the trousers on colour limits that show them: over the limits' range the image spans at least
-    # half the colour map (imshow's default limits span all of it; vmin=5, vmax=6 drew them black, a
-    # thirteenth review) and at most 5 % of the pixels lie outside them (0.97 to 1 drew them black
-    # but for a few, a fourteenth)
+    # half the colour map (imshow's default limits span all of it; vmin=5, vmax=6 draws them
+    # black) and at most 5 % of the pixels lie outside them (0.97 to 1 draws them black but for a
+    # few)
     low, high = images[0].get_clim()
     shown = ((wanted[0] - low) / (high - low)).clamp(0, 1) if high > low else torch.zeros(1)
     # drawn saturated
@@ -817,8 +816,7 @@ def check_q3_6(fig, x, vertical, horizontal, *, edges=MISSING, flat_edges=MISSIN
         raise CheckFailure(
             "`fig`: the colour scale is narrower than the vertical map's largest absolute value."
         )
-    # ...and no wider than the larger map's: a limit of 1e6 draws both maps flat grey (sixth hostile
-    # review)
+    # ...and no wider than the larger map's: a limit of 1e6 draws both maps flat grey
     if high1 > (1 + 1e-5) * max(float(wanted[1].abs().max()), float(wanted[2].abs().max())) + 1e-6:
         raise CheckFailure(
             "`fig`: the colour scale is wider than the maps' values, which flattens them; take "
