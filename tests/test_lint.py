@@ -1,4 +1,4 @@
-"""ruff finds nothing in the product folders, with the rules of ``[tool.ruff]`` in pyproject.toml."""
+"""ruff finds nothing in the product folders, with the rules of pyproject.toml's ``[tool.ruff]``."""
 
 from __future__ import annotations
 
