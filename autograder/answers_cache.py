@@ -51,8 +51,9 @@ import stat
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, TypeVar
+from typing import Any, TypeVar
 
 #: The environment variable naming the cache folder of the current batch.
 ENV_DIR = "VISION_AUTOGRADER_ANSWERS_DIR"
@@ -93,7 +94,9 @@ def folder() -> Path | None:
     elif info.st_uid != os.geteuid():
         problem = f"is owned by user id {info.st_uid}, not by this process's user ({os.geteuid()})"
     elif info.st_mode & 0o077:
-        problem = f"has mode {stat.S_IMODE(info.st_mode):o}: group or others may open it (0700 expected)"
+        problem = (
+            f"has mode {stat.S_IMODE(info.st_mode):o}: group or others may open it (0700 expected)"
+        )
     if problem:
         _note(f"not used: {path} {problem}")
         return None
@@ -101,7 +104,8 @@ def folder() -> Path | None:
 
 
 def fingerprint(name: str, sources: Iterable[str | Path] = ()) -> str:
-    """SHA-256 of the value's name, this file format, the torch version and the bytes of ``sources``.
+    """SHA-256 of the value's name, this file format, the torch version and the bytes of
+    ``sources``.
 
     A cache file written by other code (a reference edited since) does not
     match, and is recomputed.
@@ -117,7 +121,9 @@ def fingerprint(name: str, sources: Iterable[str | Path] = ()) -> str:
 
 def _path(directory: Path, name: str) -> Path:
     if not _NAME.match(name):
-        raise ValueError(f"cache name must be letters, digits, '_', '.' or '-' (at most 200), not {name!r}")
+        raise ValueError(
+            f"cache name must be letters, digits, '_', '.' or '-' (at most 200), not {name!r}"
+        )
     return directory / f"{name}.pt"
 
 
@@ -150,7 +156,9 @@ def load(path: Path, name: str, expected_fingerprint: str) -> Any:
     except OSError as err:
         if isinstance(err, FileNotFoundError):
             raise
-        raise CacheRefused(f"{path.name} cannot be opened ({err.strerror}; a symbolic link?)") from None
+        raise CacheRefused(
+            f"{path.name} cannot be opened ({err.strerror}; a symbolic link?)"
+        ) from None
     with os.fdopen(fd, "rb") as f:
         info = os.fstat(f.fileno())
         if not stat.S_ISREG(info.st_mode):
@@ -158,7 +166,9 @@ def load(path: Path, name: str, expected_fingerprint: str) -> Any:
         if info.st_uid != os.geteuid():
             raise CacheRefused(f"{path.name} is owned by user id {info.st_uid}, not {os.geteuid()}")
         if info.st_mode & 0o022:
-            raise CacheRefused(f"{path.name} has mode {stat.S_IMODE(info.st_mode):o}: writable by group or others")
+            raise CacheRefused(
+                f"{path.name} has mode {stat.S_IMODE(info.st_mode):o}: writable by group or others"
+            )
         data = f.read()
     head, sep, payload = data.partition(b"\n")
     try:
@@ -170,11 +180,15 @@ def load(path: Path, name: str, expected_fingerprint: str) -> Any:
     if header.get("name") != name or header.get("fingerprint") != expected_fingerprint:
         raise CacheRefused(f"{path.name} was written for other code (name or fingerprint differs)")
     if header.get("sha256") != hashlib.sha256(payload).hexdigest():
-        raise CacheRefused(f"{path.name}'s payload does not match its SHA-256 (changed or truncated)")
+        raise CacheRefused(
+            f"{path.name}'s payload does not match its SHA-256 (changed or truncated)"
+        )
     try:
         return _decode(payload)
     except Exception as err:  # noqa: BLE001 - weights_only refuses anything but plain data
-        raise CacheRefused(f"{path.name}'s payload is not plain data ({type(err).__name__})") from None
+        raise CacheRefused(
+            f"{path.name}'s payload is not plain data ({type(err).__name__})"
+        ) from None
 
 
 def store(path: Path, name: str, value_fingerprint: str, value: Any) -> None:
@@ -187,11 +201,18 @@ def store(path: Path, name: str, value_fingerprint: str, value: Any) -> None:
     payload = _encode(value)
     try:
         _decode(payload)
-    except Exception as err:  # noqa: BLE001
-        raise TypeError(f"cache value {name!r} is not plain data (tensors, numbers, strings, containers): "
-                        f"{type(err).__name__}: {str(err)[:200]}") from None
-    header = {"format": FORMAT, "name": name, "fingerprint": value_fingerprint,
-              "sha256": hashlib.sha256(payload).hexdigest(), "bytes": len(payload)}
+    except Exception as err:  # noqa: BLE001 - whatever the reader refuses, as above
+        raise TypeError(
+            f"cache value {name!r} is not plain data (tensors, numbers, strings, containers): "
+            f"{type(err).__name__}: {str(err)[:200]}"
+        ) from None
+    header = {
+        "format": FORMAT,
+        "name": name,
+        "fingerprint": value_fingerprint,
+        "sha256": hashlib.sha256(payload).hexdigest(),
+        "bytes": len(payload),
+    }
     fd, partial = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".partial")
     try:
         with os.fdopen(fd, "wb") as f:
@@ -205,11 +226,15 @@ def store(path: Path, name: str, value_fingerprint: str, value: Any) -> None:
 
 
 def _lock(directory: Path, name: str) -> int:
-    """A descriptor holding the exclusive lock of ``name`` (waits for it); closing it releases the lock."""
+    """A descriptor holding the exclusive lock of ``name`` (waits for it); closing it releases the
+    lock."""
     import fcntl
 
-    fd = os.open(directory / f".{name}.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0),
-                 0o600)
+    fd = os.open(
+        directory / f".{name}.lock",
+        os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0),
+        0o600,
+    )
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
     except BaseException:
@@ -302,8 +327,10 @@ def batch_folder(directory: str | Path | None = None) -> Iterator[Path]:
     os.environ[ENV_DIR] = str(path)
     try:
         if folder() is None:
-            raise ValueError(f"{path} cannot hold the answers cache: it must be a directory of this user, "
-                             "mode 0700")
+            raise ValueError(
+                f"{path} cannot hold the answers cache: it must be a directory of this user, "
+                "mode 0700"
+            )
         yield path
     finally:
         if previous is None:

@@ -55,12 +55,15 @@ def master_notebook(name: str) -> Path:
     """``assignments/<name>/<name>.ipynb``; raises :class:`BuildError` naming the choices."""
     path = ASSIGNMENTS / name / f"{name}.ipynb"
     if not path.is_file():
-        raise BuildError(f"no master notebook {path.relative_to(REPO)}; assignments: {', '.join(available())}")
+        raise BuildError(
+            f"no master notebook {path.relative_to(REPO)}; assignments: {', '.join(available())}"
+        )
     return path
 
 
 def _inject_grading_config(nb: nbformat.NotebookNode, config: dict) -> None:
-    """Set the ASSIGNMENT CONFIG cell's ``generate`` to ``config`` (the top-level otter_config.json)."""
+    """Set the ASSIGNMENT CONFIG cell's ``generate`` to ``config`` (the top-level
+    otter_config.json)."""
     for cell in nb.cells:
         if cell.cell_type == "raw" and cell.source.lstrip().startswith(CONFIG_MARK):
             settings = yaml.safe_load(cell.source.split("\n", 1)[1]) or {}
@@ -83,7 +86,8 @@ def normalise_notebook(path: Path) -> None:
 
 #: Replaces Otter's ``run_otter.py`` in the autograder zip: the same entry
 #: point and folder, but the hardened judge grades instead of ``otter run``.
-RUN_JUDGE = '''"""Runs the hardened judge of vision-autograder (autograder.judge) on Gradescope's layout."""
+RUN_JUDGE = '''"""Runs the hardened judge of vision-autograder (autograder.judge) on Gradescope's
+layout."""
 
 import os
 
@@ -120,9 +124,9 @@ def _use_judge(otter_zip: Path, out: Path) -> None:
 
 
 def check_imports(autograder_zip: Path) -> None:
-    """Check that every import of the zip's tests (and of the checks they import) resolves in this environment,
-    as the judge will import them: in a new process of this interpreter, from a scratch folder (not this
-    repository, which a copy of it would shadow).
+    """Check that every import of the zip's tests (and of the checks they import) resolves in this
+    environment, as the judge will import them: in a new process of this interpreter, from a scratch
+    folder (not this repository, which a copy of it would shadow).
 
     Raises:
         BuildError: naming each test and the import that does not resolve.
@@ -135,16 +139,22 @@ def check_imports(autograder_zip: Path) -> None:
             for name in archive.namelist():
                 if name.startswith("tests/") and name.endswith(".py"):
                     archive.extract(name, scratch)
-        proc = subprocess.run([sys.executable, "-m", "autograder.grading_errors", str(Path(scratch) / "tests")],
-                              cwd=scratch, capture_output=True, text=True)
+        proc = subprocess.run(
+            [sys.executable, "-m", "autograder.grading_errors", str(Path(scratch) / "tests")],
+            cwd=scratch,
+            capture_output=True,
+            text=True,
+        )
     if proc.returncode != 0:
-        raise BuildError(f"the tests of {autograder_zip} cannot import what they need in this environment "
-                         f"({sys.executable}); every submission would get a grading error:\n"
-                         f"{proc.stdout.strip() or proc.stderr.strip()}")
+        raise BuildError(
+            f"the tests of {autograder_zip} cannot import what they need in this environment "
+            f"({sys.executable}); every submission would get a grading error:\n"
+            f"{proc.stdout.strip() or proc.stderr.strip()}"
+        )
 
 
-#: The folder in ``build/NAME/`` that ``grade`` writes to by default: a rebuild keeps it (a newcomer's
-#: walkthrough lost the graded results of the demo to one).
+#: The folder in ``build/NAME/`` that ``grade`` writes to by default: a rebuild keeps it, so that
+#: the graded results of the demo survive it.
 GRADED_FOLDER = "graded"
 
 
@@ -163,8 +173,13 @@ def _clear_build(out: Path) -> None:
             child.unlink(missing_ok=True)
 
 
-def build_assignment(name: str, run_tests: bool = True, quiet: bool = True, build_root: Path = BUILD,
-                     student_root: Path = STUDENT_TEMPLATE) -> BuiltAssignment:
+def build_assignment(
+    name: str,
+    run_tests: bool = True,
+    quiet: bool = True,
+    build_root: Path = BUILD,
+    student_root: Path = STUDENT_TEMPLATE,
+) -> BuiltAssignment:
     """Run ``otter assign`` on ``assignments/<name>/<name>.ipynb``.
 
     Args:
@@ -189,7 +204,9 @@ def build_assignment(name: str, run_tests: bool = True, quiet: bool = True, buil
     scratch = out / "master"
     dist = out / "dist"
     _clear_build(out)
-    shutil.copytree(master.parent, scratch, ignore=shutil.ignore_patterns("__pycache__", "examples", "*.md"))
+    shutil.copytree(
+        master.parent, scratch, ignore=shutil.ignore_patterns("__pycache__", "examples", "*.md")
+    )
     nb = nbformat.read(master, as_version=4)
     _inject_grading_config(nb, json.loads(OTTER_CONFIG.read_text()))
     nbformat.write(nb, scratch / master.name)
@@ -199,7 +216,10 @@ def build_assignment(name: str, run_tests: bool = True, quiet: bool = True, buil
         command.append("--no-run-tests")
     proc = subprocess.run(command, cwd=scratch, capture_output=True, text=True)
     if proc.returncode != 0 or not (dist / "student").is_dir():
-        raise BuildError(f"otter assign failed for {name} (exit {proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+        raise BuildError(
+            f"otter assign failed for {name} (exit "
+            f"{proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
+        )
     if not quiet:
         print(proc.stdout, proc.stderr, sep="\n")
 

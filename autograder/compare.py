@@ -12,8 +12,8 @@ import csv
 from dataclasses import dataclass
 from pathlib import Path
 
-from autograder.outcomes import Outcome, batch_possible, read_batch
 from autograder.judge_interface import question_order
+from autograder.outcomes import Outcome, batch_possible, read_batch
 
 #: Scores that differ by less than this are the same (sums of float parts).
 TOLERANCE = 1e-9
@@ -27,10 +27,10 @@ CSV_COLUMNS = ("submission", "question", "old score", "new score", "old message"
 
 @dataclass
 class Change:
-    """One line of the diff: ``question`` is a question, ``"total"``, or :data:`ONLY_OLD` / :data:`ONLY_NEW` for a
-    submission in one batch only (its score in the other is ``None``). A score is ``"score/points"``; a
-    message is what that question's tests showed (for the total and the one-batch lines: why it could not be
-    graded, if so)."""
+    """One line of the diff: ``question`` is a question, ``"total"``, or :data:`ONLY_OLD` /
+    :data:`ONLY_NEW` for a submission in one batch only (its score in the other is ``None``). A
+    score is ``"score/points"``; a message is what that question's tests showed (for the total and
+    the one-batch lines: why it could not be graded, if so)."""
 
     submission: str
     question: str
@@ -49,9 +49,9 @@ def _total(o: Outcome, possible: float) -> str:
 
 
 def compare(old_dir: Path, new_dir: Path) -> list[Change]:
-    """The changes from the batch in ``old_dir`` to the one in ``new_dir``, submission by submission (in the new
-    batch's order, then those only in the old), each changed submission's total first, then its questions in
-    notebook order.
+    """The changes from the batch in ``old_dir`` to the one in ``new_dir``, submission by submission
+    (in the new batch's order, then those only in the old), each changed submission's total first,
+    then its questions in notebook order.
 
     Raises:
         autograder.outcomes.BatchError: either folder holds no graded batch.
@@ -64,14 +64,26 @@ def compare(old_dir: Path, new_dir: Path) -> list[Change]:
         a, b = old.get(label), new.get(label)
         if a is None or b is None:
             if a is None:
-                changes.append(Change(label, ONLY_NEW, None, _total(b, new_possible), "", b.error or ""))
+                changes.append(
+                    Change(label, ONLY_NEW, None, _total(b, new_possible), "", b.error or "")
+                )
             else:
-                changes.append(Change(label, ONLY_OLD, _total(a, old_possible), None, a.error or "", ""))
+                changes.append(
+                    Change(label, ONLY_OLD, _total(a, old_possible), None, a.error or "", "")
+                )
             continue
-        lines = [Change(label, q, _fmt(*a.scores[q]) if q in a.scores else None,
-                        _fmt(*b.scores[q]) if q in b.scores else None, a.messages.get(q, ""), b.messages.get(q, ""))
-                 for q in sorted(set(a.scores) | set(b.scores), key=question_order)
-                 if not _same(a.scores.get(q), b.scores.get(q))]
+        lines = [
+            Change(
+                label,
+                q,
+                _fmt(*a.scores[q]) if q in a.scores else None,
+                _fmt(*b.scores[q]) if q in b.scores else None,
+                a.messages.get(q, ""),
+                b.messages.get(q, ""),
+            )
+            for q in sorted(set(a.scores) | set(b.scores), key=question_order)
+            if not _same(a.scores.get(q), b.scores.get(q))
+        ]
         a_total, b_total = _total(a, old_possible), _total(b, new_possible)
         if lines or a_total != b_total or (a.error is None) != (b.error is None):
             changes.append(Change(label, "total", a_total, b_total, a.error or "", b.error or ""))
@@ -91,8 +103,16 @@ def write_csv(changes: list[Change], path: Path) -> None:
         writer = csv.writer(f)
         writer.writerow(CSV_COLUMNS)
         for c in changes:
-            writer.writerow([c.submission, c.question, c.old_score or "", c.new_score or "", c.old_message,
-                             c.new_message])
+            writer.writerow(
+                [
+                    c.submission,
+                    c.question,
+                    c.old_score or "",
+                    c.new_score or "",
+                    c.old_message,
+                    c.new_message,
+                ]
+            )
 
 
 #: Characters of a message printed; the CSV holds it whole.
@@ -100,7 +120,8 @@ PRINTED_CHARS = 400
 
 
 def format_changes(changes: list[Change], old_dir: Path, new_dir: Path) -> str:
-    """The changes as text: one block per submission, its total then each changed question with both messages."""
+    """The changes as text: one block per submission, its total then each changed question with both
+    messages."""
     if not changes:
         return f"no score changed between {old_dir} and {new_dir}"
     submissions = list(dict.fromkeys(c.submission for c in changes))
@@ -121,7 +142,8 @@ def format_changes(changes: list[Change], old_dir: Path, new_dir: Path) -> str:
 def _messages(c: Change, indent: str) -> list[str]:
     lines = []
     for side, message in (("old", c.old_message), ("new", c.new_message)):
-        if not message and c.question in ("total", ONLY_OLD, ONLY_NEW):  # there a message is why it was not graded
+        # there a message is why it was not graded
+        if not message and c.question in ("total", ONLY_OLD, ONLY_NEW):
             continue
         text = message.strip() or "(no message)"
         if len(text) > PRINTED_CHARS:

@@ -97,22 +97,31 @@ def fashion_mnist_root(download: bool = True) -> Path:
     explicit = os.environ.get(ENV_DIR)
     if explicit:
         folder = Path(explicit)
-        if _has_files(_raw_folder(folder)) and all((_raw_folder(folder) / n).is_file() for n in FILES):
+        if _has_files(_raw_folder(folder)) and all(
+            (_raw_folder(folder) / n).is_file() for n in FILES
+        ):
             return folder
         if _has_files(folder):
             return _unpack_into(folder, cache_dir() / "fashion-mnist-from-env")
-        tried.append(f"{ENV_DIR}={folder}: the four IDX files ({', '.join(FILES)}, plain or .gz) are not all there")
+        tried.append(
+            f"{ENV_DIR}={folder}: the four IDX files ({', '.join(FILES)}, plain or .gz) are not "
+            f"all there"
+        )
         import warnings
 
-        warnings.warn(f"{ENV_DIR}={folder} does not hold the four Fashion-MNIST files; looking elsewhere",
-                      stacklevel=2)
+        warnings.warn(
+            f"{ENV_DIR}={folder} does not hold the four Fashion-MNIST files; looking elsewhere",
+            stacklevel=2,
+        )
     else:
         tried.append(f"{ENV_DIR} is not set: set it to a folder holding the four IDX files")
 
     if _has_files(DEBIAN_DIR):
         return _unpack_into(DEBIAN_DIR, cache_dir())
-    tried.append(f"{DEBIAN_DIR} has no data: as root, run "
-                 "'apt-get update && apt-get install -y dataset-fashion-mnist'")
+    tried.append(
+        f"{DEBIAN_DIR} has no data: as root, run "
+        "'apt-get update && apt-get install -y dataset-fashion-mnist'"
+    )
 
     root = cache_dir()
     if _has_files(_raw_folder(root)) and all((_raw_folder(root) / n).is_file() for n in FILES):
@@ -125,11 +134,15 @@ def fashion_mnist_root(download: bool = True) -> Path:
             FashionMNIST(root, train=True, download=True)
             return root
         except Exception as err:  # network errors come in many types
-            tried.append(f"torchvision's download into {root} failed ({type(err).__name__}: {err}): "
-                         "it needs internet access")
+            tried.append(
+                f"torchvision's download into {root} failed ({type(err).__name__}: {err}): "
+                "it needs internet access"
+            )
     else:
         tried.append(f"torchvision's download into {root} was not allowed (download=False)")
-    raise DataNotFoundError("Fashion-MNIST was not found. Tried, in order:\n  - " + "\n  - ".join(tried))
+    raise DataNotFoundError(
+        "Fashion-MNIST was not found. Tried, in order:\n  - " + "\n  - ".join(tried)
+    )
 
 
 def fashion_mnist(train: bool, download: bool = True):
@@ -144,8 +157,9 @@ def fashion_mnist(train: bool, download: bool = True):
     """
     from torchvision import datasets, transforms
 
-    return datasets.FashionMNIST(fashion_mnist_root(download), train=train, download=False,
-                                 transform=transforms.ToTensor())
+    return datasets.FashionMNIST(
+        fashion_mnist_root(download), train=train, download=False, transform=transforms.ToTensor()
+    )
 
 
 def as_tensors(dataset) -> tuple[torch.Tensor, torch.Tensor]:
@@ -167,5 +181,6 @@ def train_validation_split(dataset):
     """
     from torch.utils.data import random_split
 
-    return random_split(dataset, [TRAIN_SIZE, VALIDATION_SIZE],
-                        generator=torch.Generator().manual_seed(SPLIT_SEED))
+    return random_split(
+        dataset, [TRAIN_SIZE, VALIDATION_SIZE], generator=torch.Generator().manual_seed(SPLIT_SEED)
+    )

@@ -61,17 +61,20 @@ class GradeResult:
     scores: dict[str, tuple[float, float]] = field(default_factory=dict)
     error: str | None = None
     seconds: float = 0.0
-    #: the name of its outputs' folder and its row in a batch (:func:`batch_labels`); ``None``: its file name
+    #: the name of its outputs' folder and its row in a batch (:func:`batch_labels`); ``None``: its
+    #: file name
     label: str | None = None
-    #: the assignment's points (its autograder zip's tests), which a row that could not be graded is out of when
-    #: no submission of its batch was graded; ``None`` if unknown
+    #: the assignment's points (its autograder zip's tests), which a row that could not be graded is
+    #: out of when no submission of its batch was graded; ``None`` if unknown
     out_of: float | None = None
-    #: whether ``error`` is the grader's own fault (:mod:`autograder.grading_errors`), not the submission's
+    #: whether ``error`` is the grader's own fault (:mod:`autograder.grading_errors`), not the
+    #: submission's
     grading_error: bool = False
 
     @property
     def shown_error(self) -> str | None:
-        """``error`` as the table and scores.csv show it: a grading error's begins ``grading error: ``."""
+        """``error`` as the table and scores.csv show it: a grading error's begins ``grading error:
+        ``."""
         if self.error is None or not self.grading_error:
             return self.error
         from autograder.grading_errors import LABEL
@@ -105,14 +108,18 @@ def failure_results(reason: str, seconds: float = 0.0) -> dict:
 
 
 def question_scores(results: dict) -> dict[str, tuple[float, float]]:
-    """``{question: (score, max_score)}`` from Otter's results, skipping the 0-point public summary."""
+    """``{question: (score, max_score)}`` from Otter's results, skipping the 0-point public
+    summary."""
     scores = {}
     for test in results.get("tests", []):
         if test.get("max_score") in (None, 0):
             continue
         name = str(test["name"]).split(" - ")[0]
         score, possible = scores.get(name, (0.0, 0.0))
-        scores[name] = (score + float(test.get("score") or 0.0), possible + float(test["max_score"]))
+        scores[name] = (
+            score + float(test.get("score") or 0.0),
+            possible + float(test["max_score"]),
+        )
     return scores
 
 
@@ -124,20 +131,19 @@ def submission_label(path: Path) -> str:
     """A folder name for a submission's outputs: its file name without the extension.
 
     A name of dots only, or none (``...ipynb``, ``.ipynb``), would name the
-    output folder itself or its parent (a twenty-second hostile review:
-    ``...ipynb``'s results were written beside the batch's folder); its
-    dots become underscores.
+    output folder itself or its parent (``...ipynb``'s results would be
+    written beside the batch's folder); its dots become underscores.
     """
     label = path.name.rsplit(".", 1)[0] if "." in path.name else path.name
     return label if label.strip(".") else label.replace(".", "_") or "_"
 
 
 def batch_labels(submissions: list[Path]) -> list[str]:
-    """One distinct label per submission (:func:`submission_label`), in order: a label already taken gets the
-    first free ``-2``, ``-3``... suffix (``a/x``, ``b/x`` and ``c/x-2`` are x, x-2 and x-2-2: counting only
-    repeats of a file name gave two "x-2", and one overwrote the other's results, a nineteenth hostile review).
-    The batch's own table is taken from the start (:data:`RESERVED_LABELS`: ``scores.csv.ipynb``'s folder
-    stopped the table being written, a twenty-second hostile review)."""
+    """One distinct label per submission (:func:`submission_label`), in order: a label already taken
+    gets the first free ``-2``, ``-3``... suffix (``a/x``, ``b/x`` and ``c/x-2`` are x, x-2 and
+    x-2-2: counting only repeats of a file name would give two "x-2", and one would overwrite the
+    other's results). The batch's own table is taken from the start (:data:`RESERVED_LABELS`: a
+    submission's folder named ``scores.csv`` would stop the table being written)."""
     labels: list[str] = []
     taken: set[str] = set(RESERVED_LABELS)
     for sub in submissions:
@@ -155,19 +161,39 @@ RUNNERS = ("judge", "otter")
 
 
 def _command(runner: str, autograder_zip: Path, submission: Path, out_dir: Path) -> list[str]:
-    # the submission's path is made absolute, not resolved: a symbolic link must reach the judge as a link
+    # the submission's path is made absolute, not resolved: a symbolic link must reach the judge as
+    # a link
     if runner == "judge":
-        return [sys.executable, "-m", "autograder.judge", str(autograder_zip.resolve()), str(submission.absolute()),
-                str((out_dir / "results.json").resolve())]
+        return [
+            sys.executable,
+            "-m",
+            "autograder.judge",
+            str(autograder_zip.resolve()),
+            str(submission.absolute()),
+            str((out_dir / "results.json").resolve()),
+        ]
     if runner == "otter":
-        return [sys.executable, "-m", "otter", "run", "-a", str(autograder_zip.resolve()),
-                "-o", str(out_dir.resolve()), str(submission.absolute())]
+        return [
+            sys.executable,
+            "-m",
+            "otter",
+            "run",
+            "-a",
+            str(autograder_zip.resolve()),
+            "-o",
+            str(out_dir.resolve()),
+            str(submission.absolute()),
+        ]
     raise ValueError(f"runner must be one of {RUNNERS}, not {runner!r}")
 
 
-def judge_limits(limits: Limits | Mapping[str, float] | None = None, timeout: float | None = None,
-                 runner: str = "judge") -> tuple[Limits | None, float]:
-    """Check a grading's limits and timeout and make them agree: ``(limits for the judge, timeout in seconds)``.
+def judge_limits(
+    limits: Limits | Mapping[str, float] | None = None,
+    timeout: float | None = None,
+    runner: str = "judge",
+) -> tuple[Limits | None, float]:
+    """Check a grading's limits and timeout and make them agree: ``(limits for the judge, timeout in
+    seconds)``.
 
     ``limits`` is a :class:`autograder.judge.Limits` or a mapping of its
     fields (``cell_seconds``, ``call_seconds``, ``startup_seconds``,
@@ -191,8 +217,12 @@ def judge_limits(limits: Limits | Mapping[str, float] | None = None, timeout: fl
     """
     if runner not in RUNNERS:
         raise ValueError(f"runner must be one of {RUNNERS}, not {runner!r}")
-    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
-                                or not math.isfinite(timeout) or timeout <= 0):
+    if timeout is not None and (
+        isinstance(timeout, bool)
+        or not isinstance(timeout, (int, float))
+        or not math.isfinite(timeout)
+        or timeout <= 0
+    ):
         raise ValueError(f"timeout must be a positive number of seconds, not {timeout!r}")
     if limits is None and (runner == "otter" or timeout is None):
         return None, float(timeout or DEFAULT_TIMEOUT)
@@ -203,11 +233,17 @@ def judge_limits(limits: Limits | Mapping[str, float] | None = None, timeout: fl
             raise ValueError(f"unknown limit(s) {unknown}: the judge's limits are {names}")
         limits = Limits(**limits)
     elif limits is not None and not isinstance(limits, Limits):
-        raise ValueError(f"limits must be an autograder.judge.Limits or a dict of its fields, not {type(limits).__name__}")
+        raise ValueError(
+            f"limits must be an autograder.judge.Limits or a dict of its fields, not "
+            f"{type(limits).__name__}"
+        )
     if runner == "otter":
         if limits is not None:
-            raise ValueError("limits apply to the judge runner only: `otter run` has no per-cell, per-call or memory "
-                             "limits; use only the timeout with it, or the judge runner")
+            raise ValueError(
+                "limits apply to the judge runner only: `otter run` has no per-cell, per-call or "
+                "memory "
+                "limits; use only the timeout with it, or the judge runner"
+            )
         return None, float(timeout or DEFAULT_TIMEOUT)
     if limits is None:
         deadline = min(Limits().deadline, max(timeout - JUDGE_MARGIN, timeout / 2))
@@ -215,9 +251,12 @@ def judge_limits(limits: Limits | Mapping[str, float] | None = None, timeout: fl
     elif timeout is None:
         timeout = limits.deadline + JUDGE_MARGIN
     elif timeout < limits.deadline + MIN_JUDGE_MARGIN:
-        raise ValueError(f"timeout ({timeout:g} s) must be at least the judge's deadline ({limits.deadline:g} s) plus "
-                         f"{MIN_JUDGE_MARGIN:g} s, so that the judge writes its results before it is stopped; "
-                         "raise the timeout, lower the deadline, or leave the timeout out")
+        raise ValueError(
+            f"timeout ({timeout:g} s) must be at least the judge's deadline ({limits.deadline:g} "
+            f"s) plus "
+            f"{MIN_JUDGE_MARGIN:g} s, so that the judge writes its results before it is stopped; "
+            "raise the timeout, lower the deadline, or leave the timeout out"
+        )
     return (None if limits == Limits() else limits), float(timeout)
 
 
@@ -225,12 +264,16 @@ def _limit_flags(limits: Limits | None) -> list[str]:
     """``python -m autograder.judge`` options for ``limits`` (none for the defaults)."""
     if limits is None:
         return []
-    return [f"--{f.name.replace('_', '-')}={int(value) if f.name == 'memory_mb' else float(value)!r}"
-            for f in fields(limits) for value in [getattr(limits, f.name)]]
+    return [
+        f"--{f.name.replace('_', '-')}={int(value) if f.name == 'memory_mb' else float(value)!r}"
+        for f in fields(limits)
+        for value in [getattr(limits, f.name)]
+    ]
 
 
 def protect_inputs(submissions: list[Path], out_dir: Path) -> dict[str, int]:
-    """When grading runs as root: make the submissions, their folders and ``out_dir`` unreadable to other users.
+    """When grading runs as root: make the submissions, their folders and ``out_dir`` unreadable to
+    other users.
 
     Student code runs as another, unprivileged user (``autograder.judge``),
     who could otherwise read the other submissions of a batch (or list their
@@ -240,9 +283,9 @@ def protect_inputs(submissions: list[Path], out_dir: Path) -> dict[str, int]:
     still locked), as is a symbolic link. A folder the sandbox user must pass
     through to run Python (one leading to the interpreter, this package or
     the temporary folder, :func:`_on_the_sandbox_users_way`) keeps "x" for
-    group and other: a newcomer graded a notebook kept in the repository's
-    root, which became 0700, and every later grading failed ("user 'nobody'
-    cannot run ..."). ``out_dir`` is created if missing.
+    group and other: a notebook kept in the repository's root would
+    otherwise make the root 0700, and every later grading would fail ("user
+    'nobody' cannot run ..."). ``out_dir`` is created if missing.
 
     Returns:
         ``{path: its mode before}`` for each path whose mode changed (empty
@@ -252,14 +295,22 @@ def protect_inputs(submissions: list[Path], out_dir: Path) -> dict[str, int]:
         return {}
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    paths = [out_dir] + [Path(s) for s in submissions] + sorted({Path(s).absolute().parent for s in submissions})
+    paths = (
+        [out_dir]
+        + [Path(s) for s in submissions]
+        + sorted({Path(s).absolute().parent for s in submissions})
+    )
     changed = {}
     for path in dict.fromkeys(paths):
         try:
             info = path.lstat()
         except OSError:
             continue  # a missing submission gets its own "does not exist" results
-        if stat.S_ISLNK(info.st_mode) or str(path) == "/" or (stat.S_ISDIR(info.st_mode) and info.st_mode & stat.S_ISVTX):
+        if (
+            stat.S_ISLNK(info.st_mode)
+            or str(path) == "/"
+            or (stat.S_ISDIR(info.st_mode) and info.st_mode & stat.S_ISVTX)
+        ):
             continue
         mode = stat.S_IMODE(info.st_mode)
         kept = 0o011 if stat.S_ISDIR(info.st_mode) and _on_the_sandbox_users_way(path) else 0
@@ -271,19 +322,25 @@ def protect_inputs(submissions: list[Path], out_dir: Path) -> dict[str, int]:
 
 
 def _on_the_sandbox_users_way(folder: Path) -> bool:
-    """Whether ``folder`` leads to (or is) the interpreter's, this package's or the temporary folder, which the
-    sandbox user must pass through (``bin/install`` gives them ``o+x``)."""
-    ways = {Path(sys.executable).absolute(), Path(sys.executable).resolve(), Path(sys.prefix).resolve(),
-            Path(__file__).resolve().parent, Path(tempfile.gettempdir()).resolve()}
+    """Whether ``folder`` leads to (or is) the interpreter's, this package's or the temporary
+    folder, which the sandbox user must pass through (``bin/install`` gives them ``o+x``)."""
+    ways = {
+        Path(sys.executable).absolute(),
+        Path(sys.executable).resolve(),
+        Path(sys.prefix).resolve(),
+        Path(__file__).resolve().parent,
+        Path(tempfile.gettempdir()).resolve(),
+    }
     folder = folder.absolute()
     resolved = folder.resolve()
     return any(f == way or f in way.parents for way in ways for f in (folder, resolved))
 
 
 def restore_modes(changed: Mapping[str, int], out_dir: Path | None = None) -> None:
-    """Give the paths :func:`protect_inputs` changed (``{path: mode}``) their modes back, once no student code runs: the
-    instructor's notebooks and folders (the committed student versions, graded by ``bin/demo``) are left as
-    they were. ``out_dir`` keeps its locked mode: it holds the scores."""
+    """Give the paths :func:`protect_inputs` changed (``{path: mode}``) their modes back, once no
+    student code runs: the instructor's notebooks and folders (the committed student versions,
+    graded by ``bin/demo``) are left as they were. ``out_dir`` keeps its locked mode: it holds the
+    scores."""
     for path, mode in changed.items():
         if out_dir is not None and Path(path) == Path(out_dir):
             continue
@@ -293,19 +350,19 @@ def restore_modes(changed: Mapping[str, int], out_dir: Path | None = None) -> No
             pass
 
 
-#: A submission's folder is searched this many levels down for its notebook (Gradescope unpacks an uploaded
-#: zip, which may hold a folder), and at most this many entries of it are looked at.
+#: A submission's folder is searched this many levels down for its notebook (Gradescope unpacks an
+#: uploaded zip, which may hold a folder), and at most this many entries of it are looked at.
 FOLDER_LEVELS, MAX_FOLDER_ENTRIES = 3, 1000
 
 
 def _file_to_grade(submission: Path) -> tuple[Path | None, str | None]:
     """The file to grade for ``submission`` and ``None``, or ``None`` and why there is none.
 
-    A file is graded as it is (the judge refuses a symbolic link, with a reason). A folder, as Gradescope's
-    "Export Submissions" gives one per student, is graded by the one notebook (``.ipynb``) in it or in its
-    folders (:data:`FOLDER_LEVELS` deep, as Gradescope unpacks an uploaded zip), or if it holds none, by the
-    one zip (Otter's export); hidden files and folders (``.ipynb_checkpoints``), ``__MACOSX`` and symbolic
-    links are not looked at.
+    A file is graded as it is (the judge refuses a symbolic link, with a reason). A folder, as
+    Gradescope's "Export Submissions" gives one per student, is graded by the one notebook
+    (``.ipynb``) in it or in its folders (:data:`FOLDER_LEVELS` deep, as Gradescope unpacks an
+    uploaded zip), or if it holds none, by the one zip (Otter's export); hidden files and folders
+    (``.ipynb_checkpoints``), ``__MACOSX`` and symbolic links are not looked at.
     """
     if submission.is_symlink() or submission.is_file():
         return submission, None
@@ -317,8 +374,14 @@ def _file_to_grade(submission: Path) -> tuple[Path | None, str | None]:
     looked = 0
     for folder, dirs, names in os.walk(submission, onerror=None, followlinks=False):
         depth = len(Path(folder).relative_to(submission).parts)
-        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d != "__MACOSX" and depth + 1 < FOLDER_LEVELS
-                         and not os.path.islink(os.path.join(folder, d)))
+        dirs[:] = sorted(
+            d
+            for d in dirs
+            if not d.startswith(".")
+            and d != "__MACOSX"
+            and depth + 1 < FOLDER_LEVELS
+            and not os.path.islink(os.path.join(folder, d))
+        )
         for name in sorted(names):
             path = Path(folder) / name
             looked += 1
@@ -332,8 +395,10 @@ def _file_to_grade(submission: Path) -> tuple[Path | None, str | None]:
             return found[0], None
         if found:
             names = ", ".join(str(p.relative_to(submission)) for p in found)
-            return None, (f"{submission} is a folder holding {len(found)} {what} ({names}): "
-                          "a submission's folder should hold one.")
+            return None, (
+                f"{submission} is a folder holding {len(found)} {what} ({names}): "
+                "a submission's folder should hold one."
+            )
     return None, f"{submission} is a folder with no notebook (.ipynb) or export zip in it."
 
 
@@ -357,7 +422,8 @@ def stage_submission(submission: Path, folder: Path) -> Path:
 
 
 def _collect(produced: Path, out_dir: Path, staged_name: str, original_name: str) -> None:
-    """Copy the grading's output files into ``out_dir``; a failure's reason names the original file again."""
+    """Copy the grading's output files into ``out_dir``; a failure's reason names the original file
+    again."""
     for path in produced.iterdir():
         if path.name.startswith(".") or path.is_symlink() or not path.is_file():
             continue
@@ -366,44 +432,67 @@ def _collect(produced: Path, out_dir: Path, staged_name: str, original_name: str
                 results = json.loads(path.read_text())
             except (OSError, ValueError):
                 results = None
-            if isinstance(results, dict) and not results.get("tests") and isinstance(results.get("output"), str):
+            if (
+                isinstance(results, dict)
+                and not results.get("tests")
+                and isinstance(results.get("output"), str)
+            ):
                 results["output"] = results["output"].replace(staged_name, original_name)
                 (out_dir / path.name).write_text(json.dumps(results, indent=2))
                 continue
         shutil.copyfile(path, out_dir / path.name)
 
 
-def _run_grading(runner: str, autograder_zip: Path, staged: Path, original_name: str, out_dir: Path, scratch: Path,
-                 limits: Limits | None, timeout: float, threads: int | None) -> str | None:
-    """Run the grading process on the staged copy in ``scratch``; its files go to ``out_dir``. Why it failed, or ``None``."""
+def _run_grading(
+    runner: str,
+    autograder_zip: Path,
+    staged: Path,
+    original_name: str,
+    out_dir: Path,
+    scratch: Path,
+    limits: Limits | None,
+    timeout: float,
+    threads: int | None,
+) -> str | None:
+    """Run the grading process on the staged copy in ``scratch``; its files go to ``out_dir``. Why
+    it failed, or ``None``."""
     produced = scratch / "out"
     produced.mkdir(mode=0o700)
     command = _command(runner, autograder_zip, staged, produced) + _limit_flags(limits)
     env = dict(os.environ, MPLBACKEND="Agg", PWD=str(scratch))
     env.pop("OLDPWD", None)
-    # one thread wherever grading computes (the student process has one whatever this says): results and
-    # timing do not depend on the core count, and threads do not spin against each other on busy cores (many
-    # small least-squares solves of inductive_bias ran 10x slower so)
-    env.update(OMP_NUM_THREADS=str(threads or 1), MKL_NUM_THREADS=str(threads or 1), OPENBLAS_NUM_THREADS="1")
+    # one thread wherever grading computes (the student process has one whatever this says): results
+    # and timing do not depend on the core count, and threads do not spin against each other on busy
+    # cores (many small least-squares solves of inductive_bias ran 10x slower so)
+    env.update(
+        OMP_NUM_THREADS=str(threads or 1),
+        MKL_NUM_THREADS=str(threads or 1),
+        OPENBLAS_NUM_THREADS="1",
+    )
     try:
         proc = _run_stopping_politely(command, cwd=scratch, timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
         written = _graded_results(produced / "results.json")
         if written is None:
             return f"grading took longer than {timeout:.0f} seconds and was stopped."
-        # the judge writes the results before it removes what the submission left, which may take long (a
-        # twenty-ninth review: a submission that left a million folders lost its results to this timeout)
+        # the judge writes the results before it removes what the submission left, which may take
+        # long (a million folders): results written before this timeout are kept
         _collect(produced, out_dir, staged.name, original_name)
-        written["output"] = (f"{written.get('output') or ''}\nThe grading was stopped after {timeout:.0f} seconds "
-                             "while it removed what the submission left; its results had been written.").strip()
+        written["output"] = (
+            f"{written.get('output') or ''}\nThe grading was stopped after {timeout:.0f} seconds "
+            "while it removed what the submission left; its results had been written."
+        ).strip()
         (out_dir / "results.json").write_text(json.dumps(written, indent=2))
-        (out_dir / "grading.log").write_text(f"stopped after {timeout:.0f} seconds, after writing its results\n")
+        (out_dir / "grading.log").write_text(
+            f"stopped after {timeout:.0f} seconds, after writing its results\n"
+        )
         return None
     (out_dir / "grading.log").write_text(proc.stdout[-200_000:] + "\n" + proc.stderr[-200_000:])
     _collect(produced, out_dir, staged.name, original_name)
     if proc.returncode != 0 or not (out_dir / "results.json").is_file():
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
-        # the judge writes results for whatever a submission does: one that ended without them failed itself
+        # the judge writes results for whatever a submission does: one that ended without them
+        # failed itself
         from autograder.grading_errors import GradingError
 
         raise GradingError(f"the autograder exited with code {proc.returncode}: {tail[0]}")
@@ -411,30 +500,37 @@ def _run_grading(runner: str, autograder_zip: Path, staged: Path, original_name:
 
 
 def _graded_results(path: Path) -> dict | None:
-    """The results in ``path`` if they grade questions (a results dict with tests), else ``None``."""
+    """The results in ``path`` if they grade questions (a results dict with tests), else
+    ``None``."""
     try:
         results = json.loads(path.read_text())
     except (OSError, ValueError):
         return None
-    return results if isinstance(results, dict) and isinstance(results.get("tests"), list) and results["tests"] \
+    return (
+        results
+        if isinstance(results, dict) and isinstance(results.get("tests"), list) and results["tests"]
         else None
+    )
 
 
-#: Seconds a grading process past its timeout gets, after SIGTERM, to stop its student's processes and remove
-#: its working folders, before SIGKILL.
+#: Seconds a grading process past its timeout gets, after SIGTERM, to stop its student's processes
+#: and remove its working folders, before SIGKILL.
 STOP_GRACE_SECONDS = 10.0
 
 
-def _run_stopping_politely(command: list[str], cwd: Path, timeout: float, env: dict) -> subprocess.CompletedProcess:
-    """``subprocess.run(command, capture_output=True, text=True, ...)``, but past ``timeout`` (seconds) the
-    process is sent SIGTERM, and SIGKILL only :data:`STOP_GRACE_SECONDS` later (``subprocess.run`` kills at
-    once, and a judge killed so leaves its working folders behind).
+def _run_stopping_politely(
+    command: list[str], cwd: Path, timeout: float, env: dict
+) -> subprocess.CompletedProcess:
+    """``subprocess.run(command, capture_output=True, text=True, ...)``, but past ``timeout``
+    (seconds) the process is sent SIGTERM, and SIGKILL only :data:`STOP_GRACE_SECONDS` later
+    (``subprocess.run`` kills at once, and a judge killed so leaves its working folders behind).
 
     Raises:
         subprocess.TimeoutExpired: the process ran past ``timeout``.
     """
-    with subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          text=True) as proc:
+    with subprocess.Popen(
+        command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    ) as proc:
         try:
             stdout, stderr = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -448,9 +544,15 @@ def _run_stopping_politely(command: list[str], cwd: Path, timeout: float, env: d
     return subprocess.CompletedProcess(command, proc.returncode, stdout, stderr)
 
 
-def grade_one(autograder_zip: Path, submission: Path, out_dir: Path, timeout: float | None = None,
-              threads: int | None = None, runner: str = "judge",
-              limits: Limits | Mapping[str, float] | None = None) -> GradeResult:
+def grade_one(
+    autograder_zip: Path,
+    submission: Path,
+    out_dir: Path,
+    timeout: float | None = None,
+    threads: int | None = None,
+    runner: str = "judge",
+    limits: Limits | Mapping[str, float] | None = None,
+) -> GradeResult:
     """Grade ``submission`` (a ``.ipynb`` or Otter's export ``.zip``) with ``autograder_zip``.
 
     ``runner`` is ``"judge"`` (hardened, the default) or ``"otter"`` (``otter run``).
@@ -474,7 +576,9 @@ def grade_one(autograder_zip: Path, submission: Path, out_dir: Path, timeout: fl
     autograder_zip, submission, out_dir = Path(autograder_zip), Path(submission), Path(out_dir)
     limits, timeout = judge_limits(limits, timeout, runner)
     if not autograder_zip.is_file():
-        raise FileNotFoundError(f"no autograder zip at {autograder_zip}: run `python -m autograder build` first")
+        raise FileNotFoundError(
+            f"no autograder zip at {autograder_zip}: run `python -m autograder build` first"
+        )
     out_dir.mkdir(parents=True, exist_ok=True)
     changed = protect_inputs([submission], out_dir)
     try:
@@ -483,8 +587,15 @@ def grade_one(autograder_zip: Path, submission: Path, out_dir: Path, timeout: fl
         restore_modes(changed, out_dir)
 
 
-def _grade_one(autograder_zip: Path, submission: Path, out_dir: Path, limits: Limits | None, timeout: float,
-               threads: int | None, runner: str) -> GradeResult:
+def _grade_one(
+    autograder_zip: Path,
+    submission: Path,
+    out_dir: Path,
+    limits: Limits | None,
+    timeout: float,
+    threads: int | None,
+    runner: str,
+) -> GradeResult:
     from autograder.grading_errors import GradingError, cause_of, grading_error_results
 
     results_path = out_dir / "results.json"
@@ -492,7 +603,8 @@ def _grade_one(autograder_zip: Path, submission: Path, out_dir: Path, limits: Li
     started = time.perf_counter()
     try:
         graded, reason = _file_to_grade(submission)
-    except OSError as err:  # a folder on its path that the grading user may not enter, a name too long...
+    # a folder on its path that the grading user may not enter, a name too long...
+    except OSError as err:
         graded, reason = None, f"{submission} could not be read ({err.strerror or err})."
     if graded is not None:
         with tempfile.TemporaryDirectory(prefix="grade-") as scratch:
@@ -502,35 +614,58 @@ def _grade_one(autograder_zip: Path, submission: Path, out_dir: Path, limits: Li
                 reason = f"{graded} could not be copied for grading ({err.strerror or err})."
             else:
                 try:
-                    reason = _run_grading(runner, autograder_zip, staged, graded.name, out_dir, Path(scratch),
-                                          limits, timeout, threads)
+                    reason = _run_grading(
+                        runner,
+                        autograder_zip,
+                        staged,
+                        graded.name,
+                        out_dir,
+                        Path(scratch),
+                        limits,
+                        timeout,
+                        threads,
+                    )
                 except GradingError as err:
                     seconds = time.perf_counter() - started
-                    results_path.write_text(json.dumps(grading_error_results(str(err), seconds), indent=2))
-                    return GradeResult(submission, results_path, {}, str(err), seconds, grading_error=True)
+                    results_path.write_text(
+                        json.dumps(grading_error_results(str(err), seconds), indent=2)
+                    )
+                    return GradeResult(
+                        submission, results_path, {}, str(err), seconds, grading_error=True
+                    )
     seconds = time.perf_counter() - started
     if reason is not None:
         results_path.write_text(json.dumps(failure_results(reason, seconds), indent=2))
         return GradeResult(submission, results_path, {}, reason, seconds)
     results = json.loads(results_path.read_text())
     cause = cause_of(results)
-    if cause is not None:  # the judge's grading error: the grader's fault, never the student's score
+    # the judge's grading error: the grader's fault, never the student's score
+    if cause is not None:
         return GradeResult(submission, results_path, {}, cause, seconds, grading_error=True)
     if not results.get("tests"):  # the judge's own "could not be graded" results
-        reason = str(results.get("output", "not graded")).removeprefix(NOT_GRADED)  # the table says "not graded: "
+        # the table says "not graded: "
+        reason = str(results.get("output", "not graded")).removeprefix(NOT_GRADED)
         return GradeResult(submission, results_path, {}, reason, seconds)
     return GradeResult(submission, results_path, question_scores(results), None, seconds)
 
 
-def grade_many(autograder_zip: Path, submissions: list[Path], out_dir: Path, jobs: int = 1,
-               timeout: float | None = None, progress: bool = True, runner: str = "judge",
-               answers_dir: Path | None = None,
-               limits: Limits | Mapping[str, float] | None = None,
-               assignment: str | None = None) -> list[GradeResult]:
+def grade_many(
+    autograder_zip: Path,
+    submissions: list[Path],
+    out_dir: Path,
+    jobs: int = 1,
+    timeout: float | None = None,
+    progress: bool = True,
+    runner: str = "judge",
+    answers_dir: Path | None = None,
+    limits: Limits | Mapping[str, float] | None = None,
+    assignment: str | None = None,
+) -> list[GradeResult]:
     """Grade several submissions, ``jobs`` at a time; results in the submissions' order.
 
-    ``assignment``: the assignment the batch is for; an autograder zip whose ``otter_config.json`` names
-    another (``assignment_name``) grades nothing, and every submission gets a grading error saying so.
+    ``assignment``: the assignment the batch is for; an autograder zip whose ``otter_config.json``
+    names another (``assignment_name``) grades nothing, and every submission gets a grading error
+    saying so.
 
     Each submission's outputs go to ``out_dir/<label>/``; two submissions
     with the same file name get ``-2``, ``-3`` suffixes (:func:`batch_labels`). Writes
@@ -550,17 +685,37 @@ def grade_many(autograder_zip: Path, submissions: list[Path], out_dir: Path, job
     """
     judge_limits(limits, timeout, runner)  # bad limits fail here, before any grading
     out_dir = Path(out_dir)
-    changed = protect_inputs([Path(s) for s in submissions], out_dir)  # before the first student code runs
+    # before the first student code runs
+    changed = protect_inputs([Path(s) for s in submissions], out_dir)
     try:
-        return _grade_many(autograder_zip, submissions, out_dir, jobs, timeout, progress, runner, answers_dir, limits,
-                           assignment)
+        return _grade_many(
+            autograder_zip,
+            submissions,
+            out_dir,
+            jobs,
+            timeout,
+            progress,
+            runner,
+            answers_dir,
+            limits,
+            assignment,
+        )
     finally:
         restore_modes(changed, out_dir)
 
 
-def _grade_many(autograder_zip: Path, submissions: list[Path], out_dir: Path, jobs: int, timeout: float | None,
-                progress: bool, runner: str, answers_dir: Path | None,
-                limits: Limits | Mapping[str, float] | None, assignment: str | None = None) -> list[GradeResult]:
+def _grade_many(
+    autograder_zip: Path,
+    submissions: list[Path],
+    out_dir: Path,
+    jobs: int,
+    timeout: float | None,
+    progress: bool,
+    runner: str,
+    answers_dir: Path | None,
+    limits: Limits | Mapping[str, float] | None,
+    assignment: str | None = None,
+) -> list[GradeResult]:
     from autograder import answers_cache
     from autograder.gradescope import zip_assignment_name, zip_total_points
     from autograder.grading_errors import grading_error_results
@@ -568,9 +723,15 @@ def _grade_many(autograder_zip: Path, submissions: list[Path], out_dir: Path, jo
     labels = batch_labels([Path(s) for s in submissions])
     out_of = zip_total_points(Path(autograder_zip))
     named = zip_assignment_name(Path(autograder_zip)) if assignment else None
-    mismatch = (f"the autograder zip {autograder_zip} is the autograder of the assignment {named!r}, not of "
-                f"{assignment!r}; rebuild it: python -m autograder build {assignment}") \
-        if named and named != assignment else None
+    mismatch = (
+        (
+            f"the autograder zip {autograder_zip} is the autograder of the assignment {named!r}, "
+            f"not of "
+            f"{assignment!r}; rebuild it: python -m autograder build {assignment}"
+        )
+        if named and named != assignment
+        else None
+    )
 
     threads = 1  # each grading on one thread: results do not depend on the core count or on `jobs`
 
@@ -581,7 +742,9 @@ def _grade_many(autograder_zip: Path, submissions: list[Path], out_dir: Path, jo
             path = out_dir / label / "results.json"
             path.write_text(json.dumps(grading_error_results(mismatch), indent=2))
             return GradeResult(Path(sub), path, {}, mismatch, grading_error=True)
-        return grade_one(autograder_zip, Path(sub), out_dir / label, timeout, threads, runner, limits)
+        return grade_one(
+            autograder_zip, Path(sub), out_dir / label, timeout, threads, runner, limits
+        )
 
     bar = None
     lines = progress and len(submissions) > 1 and not sys.stderr.isatty()
@@ -590,15 +753,24 @@ def _grade_many(autograder_zip: Path, submissions: list[Path], out_dir: Path, jo
 
         bar = tqdm(total=len(submissions), desc="grading", unit="submission", file=sys.stderr)
     results: list[GradeResult] = []
-    cache = answers_cache.batch_folder(answers_dir) if runner == "judge" else answers_cache.without_folder()
+    cache = (
+        answers_cache.batch_folder(answers_dir)
+        if runner == "judge"
+        else answers_cache.without_folder()
+    )
     with cache, ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         for label, result in zip(labels, pool.map(work, zip(submissions, labels))):
             result.label, result.out_of = label, out_of
             results.append(result)
             if bar is not None:
                 bar.update(1)
-            elif lines:  # a log file or a pipe: one line each, not a bar redrawn with carriage returns
-                print(f"graded {len(results)}/{len(submissions)}: {label}", file=sys.stderr, flush=True)
+            # a log file or a pipe: one line each, not a bar redrawn with carriage returns
+            elif lines:
+                print(
+                    f"graded {len(results)}/{len(submissions)}: {label}",
+                    file=sys.stderr,
+                    flush=True,
+                )
     if bar is not None:
         bar.close()
     write_csv(results, labels, out_dir / "scores.csv")
@@ -610,18 +782,19 @@ def _questions(results: list[GradeResult]) -> list[str]:
 
 
 def _batch_possible(results: list[GradeResult]) -> float | None:
-    """The points a submission of the batch can get (the most any graded one could; if none was graded, the
-    assignment's, :attr:`GradeResult.out_of`), ``None`` if neither is known: an ungraded row is out of them too (a
-    newcomer's spreadsheet divided by its ``possible`` of 0)."""
+    """The points a submission of the batch can get (the most any graded one could; if none was
+    graded, the assignment's, :attr:`GradeResult.out_of`), ``None`` if neither is known: an ungraded
+    row is out of them too (a spreadsheet must not divide by a ``possible`` of 0)."""
     graded = [r.possible for r in results if not r.error]
     known = [r.out_of for r in results if r.out_of is not None]
     return max(graded) if graded else max(known) if known else None
 
 
 def write_csv(results: list[GradeResult], labels: list[str], path: Path) -> None:
-    """One row per submission: label, each question's score, total, possible, error. A row that could not be
-    graded has no question scores, a total of 0, and the batch's possible points (:func:`_batch_possible`; 0 if
-    unknown); its error begins ``grading error: `` when the grader failed (:attr:`GradeResult.shown_error`)."""
+    """One row per submission: label, each question's score, total, possible, error. A row that
+    could not be graded has no question scores, a total of 0, and the batch's possible points
+    (:func:`_batch_possible`; 0 if unknown); its error begins ``grading error: `` when the grader
+    failed (:attr:`GradeResult.shown_error`)."""
     questions = _questions(results)
     batch_possible = _batch_possible(results) or 0.0
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -629,8 +802,15 @@ def write_csv(results: list[GradeResult], labels: list[str], path: Path) -> None
         writer = csv.writer(f)
         writer.writerow(["submission", *questions, "total", "possible", "error"])
         for label, r in zip(labels, results):
-            writer.writerow([label, *[_fmt(r.scores[q][0]) if q in r.scores else "" for q in questions],
-                             _fmt(r.total), _fmt(batch_possible if r.error else r.possible), r.shown_error or ""])
+            writer.writerow(
+                [
+                    label,
+                    *[_fmt(r.scores[q][0]) if q in r.scores else "" for q in questions],
+                    _fmt(r.total),
+                    _fmt(batch_possible if r.error else r.possible),
+                    r.shown_error or "",
+                ]
+            )
 
 
 def _fmt(x: float) -> str:
@@ -647,9 +827,17 @@ def format_table(results: list[GradeResult]) -> str:
             shown = r.shown_error if r.grading_error else f"not graded: {r.error}"
             rows.append((r.label or submission_label(r.submission), score, shown))
             continue
-        lost = [f"{q} ({_fmt(s)}/{_fmt(m)})" for q, (s, m) in sorted(r.scores.items(), key=lambda i: question_order(i[0]))
-                if s < m]
-        rows.append((r.label or submission_label(r.submission), f"{_fmt(r.total)}/{_fmt(r.possible)}",
-                     ", ".join(lost) or "-"))
+        lost = [
+            f"{q} ({_fmt(s)}/{_fmt(m)})"
+            for q, (s, m) in sorted(r.scores.items(), key=lambda i: question_order(i[0]))
+            if s < m
+        ]
+        rows.append(
+            (
+                r.label or submission_label(r.submission),
+                f"{_fmt(r.total)}/{_fmt(r.possible)}",
+                ", ".join(lost) or "-",
+            )
+        )
     width = [max(len(row[i]) for row in rows) for i in range(2)]
     return "\n".join(f"{a:<{width[0]}}  {b:>{width[1]}}  {c}" for a, b, c in rows)

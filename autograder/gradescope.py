@@ -41,9 +41,9 @@ import subprocess
 import sys
 import time
 import zipfile
-from datetime import datetime, timedelta, timezone
+from collections.abc import Iterable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Iterable
 
 from autograder.grade import DEFAULT_TIMEOUT
 from autograder.grading_errors import cause_of, grading_error_results
@@ -66,26 +66,31 @@ def _as_list(submission: Path | str | Iterable[Path | str]) -> list[Path]:
 
 def total_points(source: Path) -> float | None:
     """Sum of ``points = N`` over Otter's test files in ``source/tests`` (``None`` if none say)."""
-    return _points([test.read_text(encoding="utf-8") for test in sorted((source / "tests").glob("*.py"))])
+    return _points(
+        [test.read_text(encoding="utf-8") for test in sorted((source / "tests").glob("*.py"))]
+    )
 
 
 def zip_total_points(autograder_zip: Path) -> float | None:
-    """Sum of ``points = N`` over the test files (``tests/*.py``) of an autograder zip as Otter writes it
-    (``None`` if none say, or the zip cannot be read)."""
+    """Sum of ``points = N`` over the test files (``tests/*.py``) of an autograder zip as Otter
+    writes it (``None`` if none say, or the zip cannot be read)."""
     import zipfile
 
     try:
         with zipfile.ZipFile(autograder_zip) as archive:
-            texts = [archive.read(name).decode("utf-8", errors="replace") for name in sorted(archive.namelist())
-                     if re.fullmatch(r"tests/[^/]+\.py", name)]
+            texts = [
+                archive.read(name).decode("utf-8", errors="replace")
+                for name in sorted(archive.namelist())
+                if re.fullmatch(r"tests/[^/]+\.py", name)
+            ]
     except (OSError, zipfile.BadZipFile):
         return None
     return _points(texts)
 
 
 def zip_assignment_name(autograder_zip: Path) -> str | None:
-    """The ``assignment_name`` of an autograder zip's ``otter_config.json`` (``otter assign`` writes the
-    assignment's name there), ``None`` if it names none or cannot be read."""
+    """The ``assignment_name`` of an autograder zip's ``otter_config.json`` (``otter assign`` writes
+    the assignment's name there), ``None`` if it names none or cannot be read."""
     try:
         with zipfile.ZipFile(autograder_zip) as archive:
             config = json.loads(archive.read(OTTER_CONFIG))
@@ -112,7 +117,7 @@ def submission_metadata(title: str, points: float | None, now: datetime | None =
     as a string, submission method), the submitting users and the previous
     submissions (none).
     """
-    now = (now or datetime.now(timezone.utc)).astimezone(timezone.utc).replace(microsecond=0)
+    now = (now or datetime.now(UTC)).astimezone(UTC).replace(microsecond=0)
     return {
         "id": 100000001,
         "created_at": now.isoformat(),
@@ -133,8 +138,12 @@ def submission_metadata(title: str, points: float | None, now: datetime | None =
     }
 
 
-def lay_out(autograder_zip: Path, submission: Path | Iterable[Path], root: Path,
-            metadata: dict | None = None) -> Path:
+def lay_out(
+    autograder_zip: Path,
+    submission: Path | Iterable[Path],
+    root: Path,
+    metadata: dict | None = None,
+) -> Path:
     """Write Gradescope's tree under ``root``; returns ``root`` (absolute).
 
     ``root/source`` is the unzipped autograder, ``root/submission`` the
@@ -166,7 +175,9 @@ def lay_out(autograder_zip: Path, submission: Path | Iterable[Path], root: Path,
         config = _read_config(root / "source")
         title = config.get("assignment_name") or Path(autograder_zip).stem
         metadata = submission_metadata(title, total_points(root / "source"))
-    (root / "submission_metadata.json").write_text(json.dumps(metadata, indent=2) + "\n", encoding="utf-8")
+    (root / "submission_metadata.json").write_text(
+        json.dumps(metadata, indent=2) + "\n", encoding="utf-8"
+    )
     return root
 
 
@@ -200,9 +211,13 @@ def point_at(root: Path) -> Path:
     call = f'run_autograder("{baked}")'
     text = run_otter.read_text(encoding="utf-8") if run_otter.is_file() else ""
     if text.count(call) != 1:
-        raise RehearsalError(f"{run_otter.name} in the autograder zip does not call {call} once; "
-                             "was the zip written by otter assign / otter generate?")
-    run_otter.write_text(text.replace(call, f"run_autograder({json.dumps(str(root))})"), encoding="utf-8")
+        raise RehearsalError(
+            f"{run_otter.name} in the autograder zip does not call {call} once; "
+            "was the zip written by otter assign / otter generate?"
+        )
+    run_otter.write_text(
+        text.replace(call, f"run_autograder({json.dumps(str(root))})"), encoding="utf-8"
+    )
 
     script = source / "run_autograder"
     token = f"{baked}/source/run_otter.py"
@@ -228,8 +243,15 @@ def _run(entry: Path, root: Path, timeout: float, python_bin: Path) -> tuple[int
     env["PATH"] = f"{python_bin}{os.pathsep}{env.get('PATH', '')}"
     log_path = root / "results" / "stdout"
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen([str(entry)], cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
+        proc = subprocess.Popen(
+            [str(entry)],
+            cwd=root,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         try:
             code: int | None = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -240,10 +262,17 @@ def _run(entry: Path, root: Path, timeout: float, python_bin: Path) -> tuple[int
     return code, (lines[-1] if lines else "no output")
 
 
-def rehearse(autograder_zip: Path | str, submission: Path | str | Iterable[Path | str], root: Path | str, *,
-             metadata: dict | None = None, timeout: float = DEFAULT_TIMEOUT,
-             python_bin: Path | str | None = None) -> Path:
-    """Grade ``submission`` with ``autograder_zip`` as Gradescope would, in the scratch folder ``root``.
+def rehearse(
+    autograder_zip: Path | str,
+    submission: Path | str | Iterable[Path | str],
+    root: Path | str,
+    *,
+    metadata: dict | None = None,
+    timeout: float = DEFAULT_TIMEOUT,
+    python_bin: Path | str | None = None,
+) -> Path:
+    """Grade ``submission`` with ``autograder_zip`` as Gradescope would, in the scratch folder
+    ``root``.
 
     Lays out ``root/source`` (the unzipped autograder), ``root/submission``
     (the submission: a file, several, or a folder's contents),
@@ -273,7 +302,9 @@ def rehearse(autograder_zip: Path | str, submission: Path | str | Iterable[Path 
     """
     autograder_zip = Path(autograder_zip)
     if not autograder_zip.is_file():
-        raise FileNotFoundError(f"no autograder zip at {autograder_zip}: run `python -m autograder build` first")
+        raise FileNotFoundError(
+            f"no autograder zip at {autograder_zip}: run `python -m autograder build` first"
+        )
     root = Path(root).resolve()
     results = root / "results" / "results.json"
     started = time.perf_counter()
@@ -297,20 +328,29 @@ def rehearse(autograder_zip: Path | str, submission: Path | str | Iterable[Path 
                 reason = f"the autograder's results.json is not JSON ({err})."
     except (OSError, RehearsalError, zipfile.BadZipFile) as err:
         reason = f"the rehearsal could not run the autograder: {err}"
-    if reason is not None:  # Gradescope would find no valid results: the autograder failed, not the student
+    # Gradescope would find no valid results: the autograder failed, not the student
+    if reason is not None:
         results.parent.mkdir(parents=True, exist_ok=True)
-        results.write_text(json.dumps(grading_error_results(reason, time.perf_counter() - started), indent=2),
-                           encoding="utf-8")
+        results.write_text(
+            json.dumps(grading_error_results(reason, time.perf_counter() - started), indent=2),
+            encoding="utf-8",
+        )
     return results
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m autograder.gradescope",
-                                     description="Rehearse Gradescope: run an autograder zip on a submission "
-                                                 "in a scratch /autograder tree, without Docker.")
+    parser = argparse.ArgumentParser(
+        prog="python -m autograder.gradescope",
+        description="Rehearse Gradescope: run an autograder zip on a submission "
+        "in a scratch /autograder tree, without Docker.",
+    )
     parser.add_argument("autograder_zip", type=Path)
-    parser.add_argument("submission", type=Path, nargs="+", help="the student's files (or one folder)")
-    parser.add_argument("--root", type=Path, required=True, help="scratch folder standing for /autograder")
+    parser.add_argument(
+        "submission", type=Path, nargs="+", help="the student's files (or one folder)"
+    )
+    parser.add_argument(
+        "--root", type=Path, required=True, help="scratch folder standing for /autograder"
+    )
     parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT)
     args = parser.parse_args(argv)
     results = rehearse(args.autograder_zip, args.submission, args.root, timeout=args.timeout)
@@ -326,9 +366,13 @@ def main(argv: list[str] | None = None) -> int:
 
     cause = cause_of(data)
     if cause is not None:
-        print(f"GRADING ERROR (the autograder's fault, not the submission's): {cause}\n"
-              "on Gradescope this run fails (no results.json): staff see it as failed, and the student is told "
-              "\"The autograder failed to execute correctly. Please contact your course staff\"", file=sys.stderr)
+        print(
+            f"GRADING ERROR (the autograder's fault, not the submission's): {cause}\n"
+            "on Gradescope this run fails (no results.json): staff see it as failed, and the "
+            "student is told "
+            "\"The autograder failed to execute correctly. Please contact your course staff\"",
+            file=sys.stderr,
+        )
         return 3
     scores = question_scores(data)
     got, possible = sum(s for s, _ in scores.values()), sum(m for _, m in scores.values())

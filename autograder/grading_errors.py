@@ -26,13 +26,17 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent
 REFERENCE = PACKAGE.parent / "reference"
-#: Modules of the grader that load data or compute expected values: an exception raised in them (or in what they
-#: call) is the grader's, whatever the student submitted.
-GRADER_MODULES = frozenset(str(PACKAGE / f"{name}.py") for name in ("data", "mnist_data", "answers_cache", "training"))
-#: The judge's file, whose ``RemoteCallable._call`` raises what the student's code raised in the student process.
+#: Modules of the grader that load data or compute expected values: an exception raised in them (or
+#: in what they call) is the grader's, whatever the student submitted.
+GRADER_MODULES = frozenset(
+    str(PACKAGE / f"{name}.py") for name in ("data", "mnist_data", "answers_cache", "training")
+)
+#: The judge's file, whose ``RemoteCallable._call`` raises what the student's code raised in the
+#: student process.
 JUDGE = str(PACKAGE / "judge.py")
 CHECKS = str(PACKAGE / "checks")
-#: The key of Gradescope's ``extra_data`` (stored, never shown to students) that holds a grading error's cause.
+#: The key of Gradescope's ``extra_data`` (stored, never shown to students) that holds a grading
+#: error's cause.
 KEY = "grading_error"
 #: How a grading error's row begins in ``grade``'s table and in scores.csv's error column.
 LABEL = "grading error"
@@ -47,20 +51,28 @@ def _error_line(err: BaseException) -> str:
     return f"{type(err).__name__}: {message}" if message else type(err).__name__
 
 
-def _of_the_student(err: BaseException, kinds: tuple[str, ...] = ("StudentError", "StudentFailure")) -> bool:
-    """Whether ``err`` is one of the judge's exceptions for what the student's process did. By name: the judge
-    runs as ``python -m autograder.judge``, whose classes are ``__main__``'s, not those of ``autograder.judge``."""
-    return any(k.__name__ in kinds and k.__module__ in ("autograder.judge", "__main__") for k in type(err).__mro__)
+def _of_the_student(
+    err: BaseException, kinds: tuple[str, ...] = ("StudentError", "StudentFailure")
+) -> bool:
+    """Whether ``err`` is one of the judge's exceptions for what the student's process did. By name:
+    the judge runs as ``python -m autograder.judge``, whose classes are ``__main__``'s, not those of
+    ``autograder.judge``."""
+    return any(
+        k.__name__ in kinds and k.__module__ in ("autograder.judge", "__main__")
+        for k in type(err).__mro__
+    )
 
 
 def fault_of(err: BaseException) -> str | None:
-    """Why ``err``, raised while a test of the autograder ran, is the grader's fault; ``None`` if it is not.
+    """Why ``err``, raised while a test of the autograder ran, is the grader's fault; ``None`` if it
+    is not.
 
-    Decided by where it was raised, walking the traceback from the innermost frame out: in a call into the
-    student's process (``RemoteCallable._call``), or in a check's own code (``autograder/checks``, which judges
-    the student's values) it is the student's; in the import machinery (a test or a check importing a module),
-    in the reference solutions (``reference/``) or in the modules that load data and cache expected values
-    (:data:`GRADER_MODULES`), the grader's. An ``ImportError`` raised anywhere else in the test is the grader's.
+    Decided by where it was raised, walking the traceback from the innermost frame out: in a call
+    into the student's process (``RemoteCallable._call``), or in a check's own code
+    (``autograder/checks``, which judges the student's values) it is the student's; in the import
+    machinery (a test or a check importing a module), in the reference solutions (``reference/``) or
+    in the modules that load data and cache expected values (:data:`GRADER_MODULES`), the grader's.
+    An ``ImportError`` raised anywhere else in the test is the grader's.
     """
     if _of_the_student(err):
         return None
@@ -82,8 +94,8 @@ def fault_of(err: BaseException) -> str | None:
 
 
 def student_message(err: BaseException) -> str:
-    """What a failed test shows: the failure's own message, never a line of the test's source (Otter's
-    ``Error at line 16 in test q1_1:`` quoted the hidden test)."""
+    """What a failed test shows: the failure's own message, never a line of the test's source
+    (Otter's ``Error at line 16 in test q1_1:`` quoted the hidden test)."""
     if isinstance(err, AssertionError) and str(err).strip():
         return str(err).strip()
     if _of_the_student(err, ("StudentError",)):
@@ -94,14 +106,19 @@ def student_message(err: BaseException) -> str:
 
 
 def grading_error_results(cause: str, seconds: float = 0.0) -> dict:
-    """Gradescope results for a submission the grader failed on: 0 points, not the student's fault. The cause
-    (which may name the grader's files and modules) is kept for staff only, in ``extra_data``."""
+    """Gradescope results for a submission the grader failed on: 0 points, not the student's fault.
+    The cause (which may name the grader's files and modules) is kept for staff only, in
+    ``extra_data``."""
     return {
         "score": 0.0,
         "execution_time": round(seconds, 3),
-        "output": ("This submission was not graded: the autograder itself failed, which is not a fault of your "
-                   "work, and the score of 0 is not your grade. Please tell your course staff: they will fix the "
-                   "autograder and grade your submission again (the cause is recorded for them)."),
+        "output": (
+            "This submission was not graded: the autograder itself failed, which is not a fault of "
+            "your "
+            "work, and the score of 0 is not your grade. Please tell your course staff: they will "
+            "fix the "
+            "autograder and grade your submission again (the cause is recorded for them)."
+        ),
         "output_format": "text",
         "visibility": "visible",
         "stdout_visibility": "hidden",
@@ -111,7 +128,8 @@ def grading_error_results(cause: str, seconds: float = 0.0) -> dict:
 
 
 def cause_of(results: dict) -> str | None:
-    """The grading error's cause recorded in ``results`` (:func:`grading_error_results`), else ``None``."""
+    """The grading error's cause recorded in ``results`` (:func:`grading_error_results`), else
+    ``None``."""
     extra = results.get("extra_data") if isinstance(results, dict) else None
     cause = extra.get(KEY) if isinstance(extra, dict) else None
     return str(cause) if cause is not None else None
@@ -120,9 +138,9 @@ def cause_of(results: dict) -> str | None:
 @functools.cache
 def judged_test_file() -> type:
     """Otter's ``ExceptionTestFile``, whose failures say only the failure's own message
-    (:func:`student_message`) and which keeps, in ``grading_errors``, the cause of each failure that is the
-    grader's fault (:func:`fault_of`). Otter 7 builds each failure's message in ``_generate_error_message``,
-    called once per failed test case from ``run``."""
+    (:func:`student_message`) and which keeps, in ``grading_errors``, the cause of each failure that
+    is the grader's fault (:func:`fault_of`). Otter 7 builds each failure's message in
+    ``_generate_error_message``, called once per failed test case from ``run``."""
     from otter.test_files.exception_test import ExceptionTestFile
 
     class JudgedTestFile(ExceptionTestFile):
@@ -144,18 +162,22 @@ def judged_test_file() -> type:
 
 
 def _imports(source: str) -> list[tuple[str, tuple[str, ...]]]:
-    """``(module, names)`` for each absolute import in ``source`` (``import a.b`` gives ``("a.b", ())``)."""
+    """``(module, names)`` for each absolute import in ``source`` (``import a.b`` gives ``("a.b",
+    ())``)."""
     found = []
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
             found += [(alias.name, ()) for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            found.append((node.module, tuple(alias.name for alias in node.names if alias.name != "*")))
+            found.append(
+                (node.module, tuple(alias.name for alias in node.names if alias.name != "*"))
+            )
     return found
 
 
 def _resolve(module: str, names: tuple[str, ...]) -> tuple[str | None, object]:
-    """Why ``from module import names`` fails here (``None``: it does not), and the module imported."""
+    """Why ``from module import names`` fails here (``None``: it does not), and the module
+    imported."""
     try:
         imported = importlib.import_module(module)
     except BaseException as err:  # noqa: BLE001 - a module that fails to import in any way
@@ -164,35 +186,46 @@ def _resolve(module: str, names: tuple[str, ...]) -> tuple[str | None, object]:
         if not hasattr(imported, name):
             try:
                 importlib.import_module(f"{module}.{name}")
-            except BaseException:  # noqa: BLE001
+            except BaseException:  # noqa: BLE001 - as above: any failure means no such name
                 return f"{module} has no {name}", imported
     return None, imported
 
 
 def _ours(imported: object) -> Path | None:
-    """The source file of ``imported`` when it is one of the grader's modules (``autograder``, ``reference``)."""
+    """The source file of ``imported`` when it is one of the grader's modules (``autograder``,
+    ``reference``)."""
     path = getattr(imported, "__file__", None)
     if not path:
         return None
     path = Path(path).resolve()
-    return path if path.suffix == ".py" and (PACKAGE in path.parents or REFERENCE in path.parents) else None
+    return (
+        path
+        if path.suffix == ".py" and (PACKAGE in path.parents or REFERENCE in path.parents)
+        else None
+    )
 
 
 def unresolved_imports(tests: Path) -> list[str]:
-    """One line per import of the test files in ``tests`` (Otter's ``tests/*.py``) that does not resolve in this
-    interpreter, naming the test file; for a module of the grader's own that a test imports (a check), the
-    imports in its source (the reference solution it imports inside a function) too."""
+    """One line per import of the test files in ``tests`` (Otter's ``tests/*.py``) that does not
+    resolve in this interpreter, naming the test file; for a module of the grader's own that a test
+    imports (a check), the imports in its source (the reference solution it imports inside a
+    function) too."""
     return _scan(tests)[0]
 
 
-#: The grader's data modules, and how each finds its data without a notebook: ``(module, function, arguments)``.
-DATA_FINDERS = {"autograder.data": ("fashion_mnist_root", {}), "autograder.mnist_data": ("find_mnist", {})}
+#: The grader's data modules, and how each finds its data without a notebook: ``(module, function,
+#: arguments)``.
+DATA_FINDERS = {
+    "autograder.data": ("fashion_mnist_root", {}),
+    "autograder.mnist_data": ("find_mnist", {}),
+}
 
 
 def missing_data(autograder: Path) -> list[str]:
-    """Why each dataset the assignment reads is not to be had here (one line each; empty when all are): the
-    data modules (:data:`DATA_FINDERS`) that its support files (``files/*.py``), its tests, or the checks and
-    references those import name, each asked to find its data as the notebook and the reference will."""
+    """Why each dataset the assignment reads is not to be had here (one line each; empty when all
+    are): the data modules (:data:`DATA_FINDERS`) that its support files (``files/*.py``), its
+    tests, or the checks and references those import name, each asked to find its data as the
+    notebook and the reference will."""
     wanted: set[str] = set(_scan(Path(autograder) / "tests")[1])
     for support in sorted((Path(autograder) / "files").glob("*.py")):
         try:
@@ -210,7 +243,8 @@ def missing_data(autograder: Path) -> list[str]:
 
 
 def _scan(tests: Path) -> tuple[list[str], list[str]]:
-    """:func:`unresolved_imports`'s lines, and every module the tests import or their grader's modules do."""
+    """:func:`unresolved_imports`'s lines, and every module the tests import or their grader's
+    modules do."""
     problems: list[str] = []
     seen: dict[tuple[str, tuple[str, ...]], str | None] = {}
     for test in sorted(Path(tests).glob("*.py")):
@@ -235,8 +269,8 @@ def _scan(tests: Path) -> tuple[list[str], list[str]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m autograder.grading_errors TESTS_FOLDER``: print each import of the tests that does not resolve
-    here; exit 1 if any."""
+    """``python -m autograder.grading_errors TESTS_FOLDER``: print each import of the tests that
+    does not resolve here; exit 1 if any."""
     args = sys.argv[1:] if argv is None else argv
     problems = unresolved_imports(Path(args[0]))
     for problem in problems:

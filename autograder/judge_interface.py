@@ -1,5 +1,5 @@
-"""What the judge's callers share with it without importing torch: its limits, the questions' order, and where
-a grading error's results go on Gradescope.
+"""What the judge's callers share with it without importing torch: its limits, the questions' order,
+and where a grading error's results go on Gradescope.
 
 :mod:`autograder.judge` imports torch (through :mod:`autograder.channel`); the
 orchestrator (:mod:`autograder.grade`, ``python -m autograder grade``) only
@@ -14,9 +14,9 @@ import numbers
 import re
 from dataclasses import dataclass
 
-
-#: Where :func:`autograder.judge.run_gradescope` puts a grading error's results, in place of ``results.json``
-#: (Gradescope shows a run without ``results.json`` as failed to staff and students).
+#: Where :func:`autograder.judge.run_gradescope` puts a grading error's results, in place of
+#: ``results.json`` (Gradescope shows a run without ``results.json`` as failed to staff and
+#: students).
 GRADING_ERROR_FILE = "grading_error.json"
 
 
@@ -46,13 +46,25 @@ class Limits:
     def __post_init__(self) -> None:
         for name in ("cell_seconds", "call_seconds", "startup_seconds", "deadline"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or value <= 0:
-                raise ValueError(f"limit {name} must be a positive number of seconds, not {value!r}")
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, numbers.Real)
+                or not math.isfinite(value)
+                or value <= 0
+            ):
+                raise ValueError(
+                    f"limit {name} must be a positive number of seconds, not {value!r}"
+                )
         value = self.memory_mb
         if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value <= 0:
-            raise ValueError(f"limit memory_mb must be a positive whole number of megabytes, not {value!r}")
+            raise ValueError(
+                f"limit memory_mb must be a positive whole number of megabytes, not {value!r}"
+            )
 
 
 def question_order(name: str) -> tuple:
-    """Sort key of a question name in notebook order: ``q2`` before ``q10``, ``q1.3`` before ``q1.10``."""
-    return tuple((0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"(\d+)", name))
+    """Sort key of a question name in notebook order: ``q2`` before ``q10``, ``q1.3`` before
+    ``q1.10``."""
+    return tuple(
+        (0, int(part), "") if part.isdigit() else (1, 0, part) for part in re.split(r"(\d+)", name)
+    )

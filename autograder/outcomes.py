@@ -19,17 +19,31 @@ from pathlib import Path
 from autograder.grade import NOT_GRADED, question_scores
 from autograder.judge_interface import question_order
 
-#: The limits the judge enforces and how each shows in the messages it writes (judge.py: a cell's note
-#: "Code cell 3 interrupted after 60 seconds", a StudentFailure "... while running code cell 3, and was
-#: stopped", "... while calling slide, and was stopped", "used more than 3072 MB of memory", "the grading
-#: deadline passed"; grade.py: "grading took longer than 600 seconds and was stopped"). Only the parts that do
-#: not name a number or a unit are matched, so rewording "seconds" as "CPU seconds" keeps them working.
-#: Checked in order, one kind per line: memory first, since it is also hit while running a cell or a call.
+#: The limits the judge enforces and how each shows in the messages it writes (judge.py: a cell's
+#: note "Code cell 3 interrupted after 60 seconds", a StudentFailure "... while running code cell 3,
+#: and was stopped", "... while calling slide, and was stopped", "used more than 3072 MB of memory",
+#: "the grading deadline passed"; grade.py: "grading took longer than 600 seconds and was stopped").
+#: Only the parts that do not name a number or a unit are matched, so rewording "seconds" as "CPU
+#: seconds" keeps them working. Checked in order, one kind per line: memory first, since it is also
+#: hit while running a cell or a call.
 LIMIT_PATTERNS: tuple[tuple[str, re.Pattern], ...] = (
     ("memory", re.compile(r"more than [\d,]+ MB of memory")),
-    ("deadline", re.compile(r"grading deadline passed|grading took longer than|grading was stopped after")),
-    ("cell", re.compile(r"code cell .* interrupted(:| after)|while running .*code cell.*, and was stopped", re.I)),
-    ("call", re.compile(r"while (calling|reading) .*, and was stopped|is gone: the student process was stopped")),
+    (
+        "deadline",
+        re.compile(r"grading deadline passed|grading took longer than|grading was stopped after"),
+    ),
+    (
+        "cell",
+        re.compile(
+            r"code cell .* interrupted(:| after)|while running .*code cell.*, and was stopped", re.I
+        ),
+    ),
+    (
+        "call",
+        re.compile(
+            r"while (calling|reading) .*, and was stopped|is gone: the student process was stopped"
+        ),
+    ),
     ("startup", re.compile(r"while starting the student process")),
     ("files", re.compile(r"(files|folders) .*, and was stopped")),
 )
@@ -38,8 +52,8 @@ STUDENT_TEXT = re.compile(r"^(Code cell \d+|The \S+ code cell .*?) raised ")
 
 
 def limits_hit(text: str) -> list[tuple[str, str]]:
-    """``(kind, line)`` for each line of ``text`` that says a limit stopped the student's code (kinds: the
-    names of :data:`LIMIT_PATTERNS`), in order."""
+    """``(kind, line)`` for each line of ``text`` that says a limit stopped the student's code
+    (kinds: the names of :data:`LIMIT_PATTERNS`), in order."""
     hits = []
     for line in text.splitlines():
         line = line.strip()
@@ -51,18 +65,22 @@ def limits_hit(text: str) -> list[tuple[str, str]]:
     return hits
 
 
-#: Otter's framing of a question's output (``otter/test_files``): ``q1 results:``, then per test case ``q1 - 1
-#: result:`` and ``✅ Test case passed``, or ``❌ Test case failed`` and ``Error at line 19 in test q1:`` followed
-#: by the hidden test's line that raised (one line: Otter's context is 0), then the error itself.
+#: Otter's framing of a question's output (``otter/test_files``): ``q1 results:``, then per test
+#: case ``q1 - 1 result:`` and ``✅ Test case passed``, or ``❌ Test case failed`` and ``Error at
+#: line 19 in test q1:`` followed by the hidden test's line that raised (one line: Otter's context
+#: is 0), then the error itself.
 OTTER_SOURCE_LINE = re.compile(r"^[ \t]*Error at line \d+ in test [^\n]*:\n[^\n]*\n?", re.MULTILINE)
-OTTER_FRAME = re.compile(r"^(\S+( - \d+)? results?:( All test cases passed!)?"
-                         r"|✅ Test case passed|❌ Test case failed)$")
+OTTER_FRAME = re.compile(
+    r"^(\S+( - \d+)? results?:( All test cases passed!)?"
+    r"|✅ Test case passed|❌ Test case failed)$"
+)
 
 
 def failure_text(output: str) -> str:
-    """What a question's ``output`` says went wrong, without Otter's framing: the errors of its failed test cases
-    (``CheckFailure: `slide(x, 1)` is not x moved 1 column(s) right ...``), each line once, and any other note.
-    The hidden test's line Otter quotes is left out; an output in another form is kept, stripped."""
+    """What a question's ``output`` says went wrong, without Otter's framing: the errors of its
+    failed test cases (``CheckFailure: `slide(x, 1)` is not x moved 1 column(s) right ...``), each
+    line once, and any other note. The hidden test's line Otter quotes is left out; an output in
+    another form is kept, stripped."""
     lines = [line.strip() for line in OTTER_SOURCE_LINE.sub("", output).splitlines()]
     return "\n".join(dict.fromkeys(line for line in lines if line and not OTTER_FRAME.match(line)))
 
@@ -71,12 +89,13 @@ def failure_text(output: str) -> str:
 class Outcome:
     """One submission of a batch, as its ``results.json`` says.
 
-    ``scores``: ``{question: (score, max_score)}``; ``messages``: ``{question: what its tests said went wrong}``
-    (:func:`failure_text` of its parts' outputs, joined by newlines; empty when nothing failed); ``error``: why it
-    could not be graded, else ``None``; ``seconds``: the grading's ``execution_time``, ``None`` if missing;
-    ``limits``: :func:`limits_hit` over the overall output and every test's output, each line once;
-    ``out_of``: its row's ``possible`` in ``scores.csv`` (for one not graded: the batch's or the assignment's
-    points), ``None`` if unknown.
+    ``scores``: ``{question: (score, max_score)}``; ``messages``: ``{question: what its tests said
+    went wrong}`` (:func:`failure_text` of its parts' outputs, joined by newlines; empty when
+    nothing failed); ``error``: why it could not be graded, else ``None``; ``seconds``: the
+    grading's ``execution_time``, ``None`` if missing; ``limits``: :func:`limits_hit` over the
+    overall output and every test's output, each line once; ``out_of``: its row's ``possible`` in
+    ``scores.csv`` (for one not graded: the batch's or the assignment's points), ``None`` if
+    unknown.
     """
 
     label: str
@@ -102,27 +121,35 @@ class BatchError(ValueError):
 
 
 def batch_labels_of(out_dir: Path) -> dict[str, float | None]:
-    """The submissions of the batch in ``out_dir``, each with the points it is out of if known: the rows of its
-    ``scores.csv`` (a folder reused for another batch keeps the earlier submissions' folders, which are not this
-    batch's), else every folder holding a ``results.json``, by name.
+    """The submissions of the batch in ``out_dir``, each with the points it is out of if known: the
+    rows of its ``scores.csv`` (a folder reused for another batch keeps the earlier submissions'
+    folders, which are not this batch's), else every folder holding a ``results.json``, by name.
 
     Raises:
         BatchError: ``out_dir`` is not a folder, or holds neither.
     """
     out_dir = Path(out_dir)
     if not out_dir.is_dir():
-        raise BatchError(f"{out_dir} is not a folder: expected a batch's output folder (grade --out), holding "
-                         "scores.csv and one folder per submission with its results.json")
+        raise BatchError(
+            f"{out_dir} is not a folder: expected a batch's output folder (grade --out), holding "
+            "scores.csv and one folder per submission with its results.json"
+        )
     table = out_dir / "scores.csv"
     if table.is_file():
         with open(table, newline="", encoding="utf-8") as f:
             rows = list(csv.reader(f))
         if rows and rows[0][:1] == ["submission"]:
             at = rows[0].index("possible") if "possible" in rows[0] else None
-            return {row[0]: _number(row[at]) if at is not None and at < len(row) else None for row in rows[1:] if row}
+            return {
+                row[0]: _number(row[at]) if at is not None and at < len(row) else None
+                for row in rows[1:]
+                if row
+            }
     labels = sorted(p.parent.name for p in out_dir.glob("*/results.json"))
     if not labels:
-        raise BatchError(f"{out_dir} holds no graded batch: no scores.csv and no <submission>/results.json")
+        raise BatchError(
+            f"{out_dir} holds no graded batch: no scores.csv and no <submission>/results.json"
+        )
     return dict.fromkeys(labels)
 
 
@@ -134,8 +161,8 @@ def _number(text: str) -> float | None:
 
 
 def read_outcome(results_path: Path, label: str) -> Outcome:
-    """The :class:`Outcome` of one ``results.json``; a missing or unreadable file is a submission that could not
-    be graded, saying so."""
+    """The :class:`Outcome` of one ``results.json``; a missing or unreadable file is a submission
+    that could not be graded, saying so."""
     try:
         results = json.loads(Path(results_path).read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -159,12 +186,24 @@ def read_outcome(results_path: Path, label: str) -> Outcome:
         messages[question].append(failure_text(text))
     if not results.get("tests"):
         error = output.removeprefix(NOT_GRADED) or "not graded"
-        return Outcome(label, output=output, error=error, seconds=seconds,
-                       limits=list(dict.fromkeys(limits_hit(output))))
-    return Outcome(label, scores=question_scores(results), output=output, seconds=seconds,
-                   messages={q: "\n".join(dict.fromkeys(line for text in m for line in text.splitlines()))
-                             for q, m in messages.items()},
-                   limits=list(dict.fromkeys(hit for text in texts for hit in limits_hit(text))))
+        return Outcome(
+            label,
+            output=output,
+            error=error,
+            seconds=seconds,
+            limits=list(dict.fromkeys(limits_hit(output))),
+        )
+    return Outcome(
+        label,
+        scores=question_scores(results),
+        output=output,
+        seconds=seconds,
+        messages={
+            q: "\n".join(dict.fromkeys(line for text in m for line in text.splitlines()))
+            for q, m in messages.items()
+        },
+        limits=list(dict.fromkeys(hit for text in texts for hit in limits_hit(text))),
+    )
 
 
 def read_batch(out_dir: Path) -> list[Outcome]:
@@ -183,8 +222,8 @@ def read_batch(out_dir: Path) -> list[Outcome]:
 
 
 def batch_possible(outcomes: list[Outcome]) -> float:
-    """The points a submission of the batch can get: the most a graded one could, else the most ``out_of``
-    (an ungraded row's in ``scores.csv``: the assignment's), else 0."""
+    """The points a submission of the batch can get: the most a graded one could, else the most
+    ``out_of`` (an ungraded row's in ``scores.csv``: the assignment's), else 0."""
     graded = [o.possible for o in outcomes if o.error is None]
     known = [o.out_of for o in outcomes if o.out_of is not None]
     return max(graded or known or [0.0])

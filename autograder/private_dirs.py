@@ -1,4 +1,5 @@
-"""The installation's private folders: unreadable to other users while a grading runs as root, as before after.
+"""The installation's private folders: unreadable to other users while a grading runs as root, as
+before after.
 
 A grading as root runs student code as another user, who must not read the
 reference solutions, the hidden-test helpers, the build or the history
@@ -25,8 +26,8 @@ import json
 import os
 import stat
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 MODES = "private-modes.json"
 USERS = "private-modes.users"
@@ -34,8 +35,8 @@ MUTEX = "private-modes.lock"
 
 
 def lock_down(paths: list[Path]) -> dict[str, int]:
-    """Take every permission of "other" off ``paths`` (those that exist); ``{path: mode before}`` for each
-    changed."""
+    """Take every permission of "other" off ``paths`` (those that exist); ``{path: mode before}``
+    for each changed."""
     changed = {}
     for path in paths:
         try:
@@ -49,9 +50,13 @@ def lock_down(paths: list[Path]) -> dict[str, int]:
 
 
 def _folder() -> Path | None:
-    """Root's private folder for the bookkeeping (made mode 0700 if missing), ``None`` if it cannot be trusted."""
-    folder = Path("/run/vision-autograder") if Path("/run").is_dir() else \
-        Path(tempfile.gettempdir()) / "vision-autograder-slots"
+    """Root's private folder for the bookkeeping (made mode 0700 if missing), ``None`` if it cannot
+    be trusted."""
+    folder = (
+        Path("/run/vision-autograder")
+        if Path("/run").is_dir()
+        else Path(tempfile.gettempdir()) / "vision-autograder-slots"
+    )
     try:
         folder.mkdir(mode=0o700, exist_ok=True)
         info = folder.lstat()
@@ -81,7 +86,8 @@ def _recorded(folder: Path) -> dict[str, int]:
 
 
 def restore(modes: dict[str, int]) -> None:
-    """Give each path its recorded mode back, if it still has the locked one (a mode changed since is kept)."""
+    """Give each path its recorded mode back, if it still has the locked one (a mode changed since
+    is kept)."""
     for path, mode in modes.items():
         try:
             now = stat.S_IMODE(os.lstat(path).st_mode)
@@ -93,8 +99,10 @@ def restore(modes: dict[str, int]) -> None:
 
 @contextlib.contextmanager
 def locked(paths: list[Path], folder: Path | None = None) -> Iterator[None]:
-    """``paths`` without "other"'s permissions while the block runs; given back when the last grading using them
-    ends (:mod:`autograder.private_dirs`). ``folder``: the bookkeeping folder (default: root's, :func:`_folder`)."""
+    """``paths`` without "other"'s permissions while the block runs; given back when the last
+    grading using them ends (:mod:`autograder.private_dirs`). ``folder``: the bookkeeping folder
+    (default: root's,
+    :func:`_folder`)."""
     folder = folder if folder is not None else _folder()
     if folder is None:
         lock_down(paths)
@@ -115,7 +123,8 @@ def locked(paths: list[Path], folder: Path | None = None) -> Iterator[None]:
     finally:
         with _mutex(folder):
             try:
-                fcntl.flock(users, fcntl.LOCK_EX | fcntl.LOCK_NB)  # granted only when no other grading holds it
+                # granted only when no other grading holds it
+                fcntl.flock(users, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 last = True
             except BlockingIOError:
                 last = False

@@ -1,11 +1,12 @@
-"""Where a notebook's code cells are, in words a student finds in Jupyter, and which graded names a later cell
-rebound.
+"""Where a notebook's code cells are, in words a student finds in Jupyter, and which graded names a
+later cell rebound.
 
-Jupyter shows no cell numbers (only ``[5]``, the order cells ran in), so a cell is named by the question text or
-heading above it: "the 2nd code cell under q1_4". Answers are read when the whole notebook has run, so a name a
-later cell reuses (``x`` as a loop variable, ``slide = None`` at the end) is graded by its last value; the
-:class:`KindWatch` of a grading records each graded name's kind (:mod:`autograder.kinds`) after every cell, so a
-question that then fails can say "rebound after its question" and by which cell.
+Jupyter shows no cell numbers (only ``[5]``, the order cells ran in), so a cell is named by the
+question text or heading above it: "the 2nd code cell under q1_4". Answers are read when the whole
+notebook has run, so a name a later cell reuses (``x`` as a loop variable, ``slide = None`` at the
+end) is graded by its last value; the
+:class:`KindWatch` of a grading records each graded name's kind (:mod:`autograder.kinds`) after
+every cell, so a question that then fails can say "rebound after its question" and by which cell.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from dataclasses import dataclass, field
 
 from autograder.kinds import MISSING
 
-#: A question's text: a markdown cell opening with its bold name, ``**q1_4. A shift...**`` or ``**q1.**``.
+#: A question's text: a markdown cell opening with its bold name, ``**q1_4. A shift...**`` or
+#: ``**q1.**``.
 QUESTION_TEXT = re.compile(r"\s*\*\*(q\d[\w.]*?)[.:*\s]")
 #: A markdown heading.
 HEADING = re.compile(r"\s*#{1,6}\s+(.+)")
@@ -42,9 +44,9 @@ def _ordinal(n: int) -> str:
 
 @dataclass
 class NotebookMap:
-    """For the code cells :func:`autograder.judge.cells_to_run` keeps (by their index in its list): each one's
-    name (:meth:`label`), and the cell after which each question's answer stands (the cell of its
-    ``grader.check``, else the last code cell under its text)."""
+    """For the code cells :func:`autograder.judge.cells_to_run` keeps (by their index in its list):
+    each one's name (:meth:`label`), and the cell after which each question's answer stands (the
+    cell of its ``grader.check``, else the last code cell under its text)."""
 
     labels: list[str] = field(default_factory=list)
     question_cells: dict[str, int] = field(default_factory=dict)
@@ -56,7 +58,8 @@ class NotebookMap:
 def map_notebook(nb) -> NotebookMap:
     """The :class:`NotebookMap` of a notebook (``nbformat`` node)."""
     result = NotebookMap()
-    anchor, count = None, 0  # the question text or heading above, and code cells since it (ignored ones too)
+    # the question text or heading above, and code cells since it (ignored ones too)
+    anchor, count = None, 0
     last_under: dict[str, int] = {}
     for cell in nb.cells:
         kind = cell.get("cell_type")
@@ -64,7 +67,11 @@ def map_notebook(nb) -> NotebookMap:
             source = _source(cell)
             question, heading = QUESTION_TEXT.match(source), HEADING.match(source)
             if question or heading:
-                anchor = ("question", question.group(1)) if question else ("heading", heading.group(1).strip())
+                anchor = (
+                    ("question", question.group(1))
+                    if question
+                    else ("heading", heading.group(1).strip())
+                )
                 count = 0
             continue
         if kind != "code":
@@ -79,7 +86,11 @@ def map_notebook(nb) -> NotebookMap:
             result.labels.append(f"the {_ordinal(count)} code cell under {anchor[1]}'s text")
             last_under[anchor[1]] = index
         else:
-            title = anchor[1] if len(anchor[1]) <= MAX_HEADING else anchor[1][:MAX_HEADING].rstrip() + "…"
+            title = (
+                anchor[1]
+                if len(anchor[1]) <= MAX_HEADING
+                else anchor[1][:MAX_HEADING].rstrip() + "…"
+            )
             result.labels.append(f"the {_ordinal(count)} code cell under the heading \"{title}\"")
         for name in CHECK_CALL.findall(_source(cell)):
             result.question_cells.setdefault(name, index)
@@ -102,27 +113,37 @@ class Rebound:
         if self.now == MISSING:
             change, fix = f"was deleted after its question{by}", "keep it defined to the end"
         else:
-            change = f"was rebound after its question{by}: it is {self.now} at the end of the notebook"
+            change = (
+                f"was rebound after its question{by}: it is {self.now} at the end of the notebook"
+            )
             fix = "give the later value another name"
-        return (f"`{self.name}` {change}; it was {self.then} right after {question}'s cell ({question_cell}). "
-                f"Answers are read when the whole notebook has run: {fix}.")
+        return (
+            f"`{self.name}` {change}; it was {self.then} right after {question}'s cell "
+            f"({question_cell}). "
+            f"Answers are read when the whole notebook has run: {fix}."
+        )
 
 
 class KindWatch:
-    """Each watched name's kind after every cell: its kind when its question's cell ended, and the last cell that
-    changed it. Holds one kind and one cell per name and per question, however many cells run."""
+    """Each watched name's kind after every cell: its kind when its question's cell ended, and the
+    last cell that changed it. Holds one kind and one cell per name and per question, however many
+    cells run."""
 
     def __init__(self, names_by_question: dict[str, list[str]], notebook: NotebookMap):
         self.notebook = notebook
-        self.questions = {q: sorted(set(names)) for q, names in names_by_question.items()
-                          if q in notebook.question_cells}
+        self.questions = {
+            q: sorted(set(names))
+            for q, names in names_by_question.items()
+            if q in notebook.question_cells
+        }
         self.names = sorted({n for names in self.questions.values() for n in names})
         self.kinds: dict[str, str] = {}
         self.changed_at: dict[str, int] = {}
         self.at_question: dict[str, dict[str, str]] = {}
 
     def after_cell(self, index: int, kinds: dict) -> None:
-        """Record the ``kinds`` (``{name: kind}``, from the student process) the names had after cell ``index``."""
+        """Record the ``kinds`` (``{name: kind}``, from the student process) the names had after
+        cell ``index``."""
         for name in self.names:
             kind = kinds.get(name, MISSING)
             kind = kind[:80] if isinstance(kind, str) else MISSING
@@ -134,15 +155,17 @@ class KindWatch:
                 self.at_question[question] = {n: self.kinds[n] for n in names}
 
     def rebound(self, question: str) -> list[Rebound]:
-        """The names of ``question`` that were defined right after its cell and hold another kind of value (or
-        none) now."""
+        """The names of ``question`` that were defined right after its cell and hold another kind of
+        value (or none) now."""
         then = self.at_question.get(question, {})
         found = []
         for name, kind in then.items():
             now = self.kinds.get(name, MISSING)
             if kind != MISSING and now != kind:
                 cell = self.changed_at.get(name)
-                found.append(Rebound(name, kind, now, None if cell is None else self.notebook.label(cell)))
+                found.append(
+                    Rebound(name, kind, now, None if cell is None else self.notebook.label(cell))
+                )
         return found
 
     def messages(self, question: str) -> list[str]:

@@ -49,11 +49,12 @@ h1 { font-size: 1.5em; margin: 0 0 .2em; } h2 { font-size: 1.2em; margin: 1.8em 
 figure { margin: .5em 0 1em; } figure img { max-width: 100%; height: auto; display: block; }
 figcaption { color: #555; font-size: .9em; }
 table { border-collapse: collapse; width: 100%; margin: .4em 0 1em; font-size: .93em; }
-th, td { text-align: left; vertical-align: top; padding: .3em .6em; border-bottom: 1px solid #e3e3e3; }
+th, td { text-align: left; vertical-align: top; padding: .3em .6em;
+         border-bottom: 1px solid #e3e3e3; }
 th { background: #f3f5f8; position: sticky; top: 0; }
 td.num, th.num { text-align: right; white-space: nowrap; font-variant-numeric: tabular-nums; }
-.msg { white-space: pre-wrap; overflow-wrap: anywhere; font: .88em/1.35 ui-monospace, Menlo, Consolas, monospace;
-       margin: 0 0 .35em; }
+.msg { white-space: pre-wrap; overflow-wrap: anywhere;
+       font: .88em/1.35 ui-monospace, Menlo, Consolas, monospace; margin: 0 0 .35em; }
 .count { color: #a33; font-weight: 600; white-space: nowrap; }
 .none { color: #777; font-style: italic; }
 table.compact { width: auto; min-width: 50%; } td.tag { white-space: nowrap; }
@@ -61,8 +62,9 @@ table.compact { width: auto; min-width: 50%; } td.tag { white-space: nowrap; }
 
 
 def write_report(out_dir: Path, assignment: str | None = None) -> Path:
-    """Write ``out_dir/report.html`` for the batch graded into ``out_dir``; returns its path. The title names
-    ``assignment`` if given, else the folder (its last two parts: ``where_mlps_fail/graded``).
+    """Write ``out_dir/report.html`` for the batch graded into ``out_dir``; returns its path. The
+    title names ``assignment`` if given, else the folder (its last two parts:
+    ``where_mlps_fail/graded``).
 
     Raises:
         autograder.outcomes.BatchError: ``out_dir`` holds no graded batch.
@@ -80,18 +82,27 @@ def render(outcomes: list[Outcome], title: str, folder: Path | None = None) -> s
     graded = [o for o in outcomes if o.error is None]
     possible = batch_possible(outcomes)
     stopped = [o for o in outcomes if o.limits or o.error is not None]
-    parts = [f"<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>",
-             "<meta name='viewport' content='width=device-width, initial-scale=1'>",
-             f"<title>{_e(title)}</title><style>{STYLE}</style></head><body>",
-             f"<h1>{_e(title)}</h1>",
-             f"<p class='meta'>{_e(folder) + ', w' if folder else 'W'}ritten {datetime.now():%Y-%m-%d %H:%M}. "
-             "For course staff only: the tables name the submissions.</p>",
-             _cards(outcomes, graded, possible, stopped),
-             "<h2>Scores</h2>", _score_plot(graded, possible),
-             "<h2>Questions</h2>", _hardest(graded), _question_plot(graded), _question_table(graded),
-             "<h2>Stopped by a limit or not graded</h2>", _stopped_table(stopped, possible),
-             "<h2>Submissions</h2>", _submissions_table(outcomes, possible),
-             "</body></html>\n"]
+    parts = [
+        "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>",
+        "<meta name='viewport' content='width=device-width, initial-scale=1'>",
+        f"<title>{_e(title)}</title><style>{STYLE}</style></head><body>",
+        f"<h1>{_e(title)}</h1>",
+        f"<p class='meta'>{_e(folder) + ', w' if folder else 'W'}ritten "
+        f"{datetime.now():%Y-%m-%d %H:%M}. "
+        "For course staff only: the tables name the submissions.</p>",
+        _cards(outcomes, graded, possible, stopped),
+        "<h2>Scores</h2>",
+        _score_plot(graded, possible),
+        "<h2>Questions</h2>",
+        _hardest(graded),
+        _question_plot(graded),
+        _question_table(graded),
+        "<h2>Stopped by a limit or not graded</h2>",
+        _stopped_table(stopped, possible),
+        "<h2>Submissions</h2>",
+        _submissions_table(outcomes, possible),
+        "</body></html>\n",
+    ]
     return "\n".join(parts)
 
 
@@ -105,28 +116,40 @@ def _g(x: float) -> str:
 
 def _cards(outcomes, graded, possible, stopped) -> str:
     totals = [o.total for o in graded]
-    cards = [("submissions", len(outcomes)), ("graded", len(graded)),
-             ("not graded", len(outcomes) - len(graded)),
-             ("stopped by a limit", sum(1 for o in stopped if o.error is None))]
+    cards = [
+        ("submissions", len(outcomes)),
+        ("graded", len(graded)),
+        ("not graded", len(outcomes) - len(graded)),
+        ("stopped by a limit", sum(1 for o in stopped if o.error is None)),
+    ]
     if totals:
-        cards += [("mean score", f"{_g(statistics.mean(totals))} / {_g(possible)}"),
-                  ("median score", f"{_g(statistics.median(totals))} / {_g(possible)}")]
+        cards += [
+            ("mean score", f"{_g(statistics.mean(totals))} / {_g(possible)}"),
+            ("median score", f"{_g(statistics.median(totals))} / {_g(possible)}"),
+        ]
     seconds = [o.seconds for o in outcomes if o.seconds is not None]
     if seconds:
         cards.append(("grading time, median", f"{statistics.median(seconds):.0f} s"))
-    return "<div class='cards'>" + "".join(f"<div class='card'>{_e(name)}<b>{_e(value)}</b></div>"
-                                           for name, value in cards) + "</div>"
+    return (
+        "<div class='cards'>"
+        + "".join(f"<div class='card'>{_e(name)}<b>{_e(value)}</b></div>" for name, value in cards)
+        + "</div>"
+    )
 
 
 def _figure(fig, alt: str, caption: str) -> str:
-    """``fig`` as an embedded PNG (drawn at twice its size, for sharp text on high-density screens)."""
+    """``fig`` as an embedded PNG (drawn at twice its size, for sharp text on high-density
+    screens)."""
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=200, bbox_inches="tight")
     png = buffer.getvalue()
-    width = int.from_bytes(png[16:20], "big") // 2  # the PNG header's width, in CSS pixels at 100 dpi
+    # the PNG header's width, in CSS pixels at 100 dpi
+    width = int.from_bytes(png[16:20], "big") // 2
     data = base64.b64encode(png).decode("ascii")
-    return (f"<figure><img src='data:image/png;base64,{data}' alt='{_e(alt)}' width='{width}'>"
-            f"<figcaption>{_e(caption)}</figcaption></figure>")
+    return (
+        f"<figure><img src='data:image/png;base64,{data}' alt='{_e(alt)}' width='{width}'>"
+        f"<figcaption>{_e(caption)}</figcaption></figure>"
+    )
 
 
 def _new_figure(width: float, height: float):
@@ -139,8 +162,8 @@ def _new_figure(width: float, height: float):
 
 
 def score_figure(graded: list[Outcome], possible: float):
-    """The histogram of the graded submissions' totals (a matplotlib ``Figure``; ``None`` when none was graded).
-    One bar per point (or per few points, past 40): it names no submission."""
+    """The histogram of the graded submissions' totals (a matplotlib ``Figure``; ``None`` when none
+    was graded). One bar per point (or per few points, past 40): it names no submission."""
     if not graded:
         return None
     import numpy as np
@@ -161,8 +184,11 @@ def _score_plot(graded: list[Outcome], possible: float) -> str:
     fig = score_figure(graded, possible)
     if fig is None:
         return "<p class='none'>No submission was graded.</p>"
-    return _figure(fig, "histogram of the graded submissions' total scores",
-                   f"Total scores of the {len(graded)} graded submission(s); those not graded are left out.")
+    return _figure(
+        fig,
+        "histogram of the graded submissions' total scores",
+        f"Total scores of the {len(graded)} graded submission(s); those not graded are left out.",
+    )
 
 
 def _question_stats(graded: list[Outcome]) -> list[tuple[str, float, float, float]]:
@@ -171,13 +197,20 @@ def _question_stats(graded: list[Outcome]) -> list[tuple[str, float, float, floa
     for q in questions(graded):
         rows = [o.scores[q] for o in graded if q in o.scores]
         points = max(m for _, m in rows)
-        stats.append((q, points, statistics.mean(s for s, _ in rows), sum(s >= m for s, m in rows) / len(rows)))
+        stats.append(
+            (
+                q,
+                points,
+                statistics.mean(s for s, _ in rows),
+                sum(s >= m for s, m in rows) / len(rows),
+            )
+        )
     return stats
 
 
 def question_figure(graded: list[Outcome]):
-    """Each question's mean score and share of full marks, as bars (a matplotlib ``Figure``; ``None`` when no
-    question was graded). It names questions only, no submission."""
+    """Each question's mean score and share of full marks, as bars (a matplotlib ``Figure``;
+    ``None`` when no question was graded). It names questions only, no submission."""
     stats = _question_stats(graded)
     if not stats:
         return None
@@ -214,27 +247,42 @@ def _question_plot(graded: list[Outcome]) -> str:
     fig = question_figure(graded)
     if fig is None:
         return ""
-    return _figure(fig, "bar chart of each question's mean score and share of full marks",
-                   "Each question over the graded submissions, in notebook order.")
+    return _figure(
+        fig,
+        "bar chart of each question's mean score and share of full marks",
+        "Each question over the graded submissions, in notebook order.",
+    )
 
 
 def _question_table(graded: list[Outcome]) -> str:
     rows = []
     for q, points, mean, share in _question_stats(graded):
-        missed = Counter((o.messages.get(q) or "").strip() for o in graded
-                         if q in o.scores and o.scores[q][0] < o.scores[q][1])
-        shown = "".join(f"<div class='msg'><span class='count'>{n} ×</span> "
-                        + (_e(_cut(message)) if message else "<span class='none'>(no message)</span>") + "</div>"
-                        for message, n in missed.most_common(TOP_MESSAGES))
+        missed = Counter(
+            (o.messages.get(q) or "").strip()
+            for o in graded
+            if q in o.scores and o.scores[q][0] < o.scores[q][1]
+        )
+        shown = "".join(
+            f"<div class='msg'><span class='count'>{n} ×</span> "
+            + (_e(_cut(message)) if message else "<span class='none'>(no message)</span>")
+            + "</div>"
+            for message, n in missed.most_common(TOP_MESSAGES)
+        )
         if len(missed) > TOP_MESSAGES:
             shown += f"<div class='none'>{len(missed) - TOP_MESSAGES} other message(s)</div>"
-        rows.append(f"<tr><td>{_e(q)}</td><td class='num'>{_g(points)}</td><td class='num'>{_g(mean)}</td>"
-                    f"<td class='num'>{100 * share:.0f}%</td><td>{shown or '<span class=none>-</span>'}</td></tr>")
+        rows.append(
+            f"<tr><td>{_e(q)}</td><td class='num'>{_g(points)}</td><td class='num'>{_g(mean)}</td>"
+            f"<td class='num'>{100 * share:.0f}%</td>"
+            f"<td>{shown or '<span class=none>-</span>'}</td></tr>"
+        )
     if not rows:
         return ""
-    return ("<table><thead><tr><th>question</th><th class='num'>points</th><th class='num'>mean</th>"
-            "<th class='num'>full marks</th><th>most frequent failure messages (as students saw them)</th>"
-            "</tr></thead><tbody>" + "".join(rows) + "</tbody></table>")
+    return (
+        "<table><thead><tr><th>question</th><th class='num'>points</th><th class='num'>mean</th>"
+        "<th class='num'>full marks</th><th>most frequent failure messages (as students saw "
+        "them)</th>"
+        "</tr></thead><tbody>" + "".join(rows) + "</tbody></table>"
+    )
 
 
 def _cut(message: str) -> str:
@@ -257,10 +305,14 @@ def _stopped_table(stopped: list[Outcome], possible: float) -> str:
         said = "".join(f"<div class='msg'>{_e(_cut(line))}</div>" for line in lines[:TOP_MESSAGES])
         if len(lines) > TOP_MESSAGES:
             said += f"<div class='none'>{len(lines) - TOP_MESSAGES} more</div>"
-        rows.append(f"<tr><td>{_e(o.label)}</td><td class='num'>{_score(o, possible)}</td>"
-                    f"<td class='tag'>{_e(what)}</td><td>{said}</td></tr>")
-    return ("<table><thead><tr><th>submission</th><th class='num'>score</th><th>why</th>"
-            "<th>what the grader said</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table>")
+        rows.append(
+            f"<tr><td>{_e(o.label)}</td><td class='num'>{_score(o, possible)}</td>"
+            f"<td class='tag'>{_e(what)}</td><td>{said}</td></tr>"
+        )
+    return (
+        "<table><thead><tr><th>submission</th><th class='num'>score</th><th>why</th>"
+        "<th>what the grader said</th></tr></thead><tbody>" + "".join(rows) + "</tbody></table>"
+    )
 
 
 def _submissions_table(outcomes: list[Outcome], possible: float) -> str:
@@ -269,12 +321,20 @@ def _submissions_table(outcomes: list[Outcome], possible: float) -> str:
         kinds = ", ".join(dict.fromkeys(LIMIT_NAMES.get(k, k) for k, _ in o.limits))
         note = "not graded" if o.error is not None else (f"stopped: {kinds}" if kinds else "")
         seconds = "-" if o.seconds is None else f"{o.seconds:.1f}"
-        rows.append(f"<tr><td>{_e(o.label)}</td><td class='num'>{_score(o, possible)}</td>"
-                    f"<td class='num'>{seconds}</td><td>{_e(note)}</td></tr>")
+        rows.append(
+            f"<tr><td>{_e(o.label)}</td><td class='num'>{_score(o, possible)}</td>"
+            f"<td class='num'>{seconds}</td><td>{_e(note)}</td></tr>"
+        )
     seconds = [o.seconds for o in outcomes if o.seconds is not None]
-    summary = (f"<p>Grading time: {sum(seconds):.0f} s in all, median {statistics.median(seconds):.1f} s, "
-               f"longest {max(seconds):.1f} s (each submission's own grading, from its results file).</p>"
-               if seconds else "")
-    return (summary + "<table class='compact'><thead><tr><th>submission</th><th class='num'>score</th>"
-            "<th class='num'>grading time (s)</th><th>notes</th></tr></thead><tbody>" + "".join(rows)
-            + "</tbody></table>")
+    summary = (
+        f"<p>Grading time: {sum(seconds):.0f} s in all, median {statistics.median(seconds):.1f} s, "
+        f"longest {max(seconds):.1f} s (each submission's own grading, from its results file).</p>"
+        if seconds
+        else ""
+    )
+    return (
+        summary + "<table class='compact'><thead><tr><th>submission</th><th class='num'>score</th>"
+        "<th class='num'>grading time (s)</th><th>notes</th></tr></thead><tbody>"
+        + "".join(rows)
+        + "</tbody></table>"
+    )

@@ -46,14 +46,17 @@ class ResultsSchemaError(ValueError):
 @lru_cache(maxsize=1)
 def schema() -> dict:
     """The JSON Schema, loaded from the package data."""
-    text = resources.files("autograder").joinpath("schemas", SCHEMA_NAME).read_text(encoding="utf-8")
+    text = (
+        resources.files("autograder").joinpath("schemas", SCHEMA_NAME).read_text(encoding="utf-8")
+    )
     loaded = json.loads(text)
     jsonschema.Draft202012Validator.check_schema(loaded)
     return loaded
 
 
 def field_path(parts) -> str:
-    """``("tests", 3, "visibility")`` -> ``"tests[3].visibility"``; the empty path is ``"<root>"``."""
+    """``("tests", 3, "visibility")`` -> ``"tests[3].visibility"``; the empty path is
+    ``"<root>"``."""
     out = ""
     for part in parts:
         out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
@@ -65,14 +68,20 @@ def _describe(error: jsonschema.ValidationError) -> list[str]:
     where = field_path(error.absolute_path)
     if error.validator == "anyOf" and not error.absolute_path:
         # The root rule "a score at the top level or on the tests": say which.
-        return [f"score: missing; Gradescope needs a top-level 'score', or non-empty 'tests' that each "
-                f"carry a 'score' or a 'status', at least one with a 'score' ({_score_detail(error.instance)})"]
+        return [
+            f"score: missing; Gradescope needs a top-level 'score', or non-empty 'tests' that each "
+            f"carry a 'score' or a 'status', at least one with a 'score' "
+            f"({_score_detail(error.instance)})"
+        ]
     if error.validator == "additionalProperties":
         extra = sorted(set(error.instance) - set(error.schema.get("properties", {})))
         prefix = "" if where == "<root>" else where + "."
         return [f"{prefix}{key}: not a field of Gradescope's results format" for key in extra]
     if error.validator == "enum":
-        return [f"{where}: {error.instance!r} is not one of {', '.join(map(repr, error.validator_value))}"]
+        return [
+            f"{where}: {error.instance!r} is not one of "
+            f"{', '.join(map(repr, error.validator_value))}"
+        ]
     if error.validator == "type":
         return [f"{where}: {error.instance!r} is not of type {error.validator_value!r}"]
     return [f"{where}: {error.message}"]
@@ -84,7 +93,11 @@ def _score_detail(instance: Any) -> str:
     tests = instance.get("tests")
     if not tests:
         return "there is no top-level score and no tests"
-    bare = [i for i, t in enumerate(tests) if isinstance(t, dict) and "score" not in t and "status" not in t]
+    bare = [
+        i
+        for i, t in enumerate(tests)
+        if isinstance(t, dict) and "score" not in t and "status" not in t
+    ]
     if bare:
         return ", ".join(f"tests[{i}]" for i in bare) + " lack both score and status"
     return "no test has a score"
@@ -93,7 +106,9 @@ def _score_detail(instance: Any) -> str:
 def _non_finite(value: Any, parts: tuple = ()) -> list[str]:
     """Paths of NaN or infinite numbers, which Python's json writes but JSON forbids."""
     if isinstance(value, float) and not math.isfinite(value):
-        return [f"{field_path(parts)}: {value!r} is not a finite number (JSON has no NaN or Infinity)"]
+        return [
+            f"{field_path(parts)}: {value!r} is not a finite number (JSON has no NaN or Infinity)"
+        ]
     if isinstance(value, dict):
         return [p for k, v in value.items() for p in _non_finite(v, parts + (k,))]
     if isinstance(value, list):
@@ -105,7 +120,9 @@ def problems(results: dict) -> list[str]:
     """Every way ``results`` departs from the format (empty when it is valid)."""
     validator = jsonschema.Draft202012Validator(schema())
     found: list[str] = []
-    for error in sorted(validator.iter_errors(results), key=lambda e: (list(map(str, e.absolute_path)), e.validator)):
+    for error in sorted(
+        validator.iter_errors(results), key=lambda e: (list(map(str, e.absolute_path)), e.validator)
+    ):
         found.extend(_describe(error))
     found.extend(_non_finite(results))
     return found

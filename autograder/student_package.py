@@ -1,4 +1,5 @@
-"""The student package: what a student's notebook imports, without hidden tests or reference solutions.
+"""The student package: what a student's notebook imports, without hidden tests or reference
+solutions.
 
 Student notebooks import the public tests (:mod:`autograder.public`), the
 layered checks they use (:mod:`autograder.checks`, the package's
@@ -70,13 +71,16 @@ def student_files(repo: Path = REPO) -> list[Path]:
     for pattern in STUDENT_MODULES:
         matches = sorted(p.relative_to(repo) for p in repo.glob(pattern) if p.is_file())
         if not matches:
-            raise StudentPackageError(f"{pattern} is missing from {repo}: the student package needs it")
+            raise StudentPackageError(
+                f"{pattern} is missing from {repo}: the student package needs it"
+            )
         found.extend(matches)
     return sorted(found)
 
 
 def _pyproject(repo: Path) -> str:
-    """The staged ``pyproject.toml``: the full package's version and requirements, the student name."""
+    """The staged ``pyproject.toml``: the full package's version and requirements, the student
+    name."""
     project = tomllib.loads((repo / "pyproject.toml").read_text())["project"]
     requirements = ",\n    ".join(f'"{r}"' for r in project["dependencies"])
     return f'''[build-system]
@@ -86,7 +90,8 @@ build-backend = "setuptools.build_meta"
 [project]
 name = "{DIST_NAME}"
 version = "{project["version"]}"
-description = "What students' notebooks import for the vision labs: public tests, layered checks, data loaders. No hidden tests, no reference solutions."
+description = "What students' notebooks import for the vision labs: public tests, layered checks, \
+data loaders. No hidden tests, no reference solutions."
 requires-python = "{project["requires-python"]}"
 dependencies = [
     {requirements},
@@ -98,11 +103,15 @@ include = ["autograder*"]
 
 
 def forbidden(names: list[str]) -> list[str]:
-    """The paths of a wheel's file list that must never reach students: anything of ``reference/``, any
-    hidden-test module ``autograder/checks/<name>.py`` other than the layered checks' ``__init__.py``."""
-    return [n for n in names
-            if n.startswith("reference/")
-            or (n.startswith("autograder/checks/") and n != "autograder/checks/__init__.py")]
+    """The paths of a wheel's file list that must never reach students: anything of ``reference/``,
+    any hidden-test module ``autograder/checks/<name>.py`` other than the layered checks'
+    ``__init__.py``."""
+    return [
+        n
+        for n in names
+        if n.startswith("reference/")
+        or (n.startswith("autograder/checks/") and n != "autograder/checks/__init__.py")
+    ]
 
 
 def build_student_package(out: Path, repo: Path = REPO, quiet: bool = True) -> Path:
@@ -131,12 +140,26 @@ def build_student_package(out: Path, repo: Path = REPO, quiet: bool = True) -> P
         (stage / "pyproject.toml").write_text(_pyproject(repo))
         wheels = Path(tmp) / "wheels"
         proc = subprocess.run(
-            [sys.executable, "-m", "pip", "wheel", "--no-deps", "--disable-pip-version-check", "--quiet",
-             "--wheel-dir", str(wheels), str(stage)],
-            capture_output=True, text=True)
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "wheel",
+                "--no-deps",
+                "--disable-pip-version-check",
+                "--quiet",
+                "--wheel-dir",
+                str(wheels),
+                str(stage),
+            ],
+            capture_output=True,
+            text=True,
+        )
         built = sorted(wheels.glob("*.whl"))
         if proc.returncode != 0 or len(built) != 1:
-            raise StudentPackageError(f"pip wheel failed (exit {proc.returncode}):\n{proc.stdout}{proc.stderr}")
+            raise StudentPackageError(
+                f"pip wheel failed (exit {proc.returncode}):\n{proc.stdout}{proc.stderr}"
+            )
         if not quiet:
             print(proc.stdout + proc.stderr, end="")
         with zipfile.ZipFile(built[0]) as wheel:

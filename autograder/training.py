@@ -22,7 +22,8 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-#: Lesson 4.5.2's run: these settings at eight threads print the lesson's numbers (one thread: its 0.8667).
+#: Lesson 4.5.2's run: these settings at eight threads print the lesson's numbers (one thread: its
+#: 0.8667).
 EPOCHS, BATCH_SIZE, LEARNING_RATE, SHUFFLE_SEED, THREADS = 5, 64, 1e-3, 42, 8
 
 

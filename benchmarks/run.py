@@ -1,4 +1,5 @@
-"""Grading cost, measured: ``python -m benchmarks.run [--assignments NAME ...] [--batch N] [--update]``.
+"""Grading cost, measured: ``python -m benchmarks.run [--assignments NAME ...] [--batch N]
+[--update]``.
 
 For each assignment's solution notebook, side by side in one run:
 
@@ -63,7 +64,7 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -84,7 +85,8 @@ TARGET_SPEEDUP = 1.8
 # --------------------------------------------------------------------------- memory cgroups
 
 def _memory_hierarchy() -> tuple[str, Path, str] | None:
-    """``(version, mount point, this process's cgroup path)`` of the memory controller, or ``None``."""
+    """``(version, mount point, this process's cgroup path)`` of the memory controller, or
+    ``None``."""
     own_v1 = own_v2 = None
     try:
         for line in Path("/proc/self/cgroup").read_text().splitlines():
@@ -151,7 +153,13 @@ class MemoryCgroup:
 
     def wrap(self, command: list[str]) -> list[str]:
         """``command`` started by a shell that first moves itself into this cgroup."""
-        return ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', str(self.path / "cgroup.procs"), *command]
+        return [
+            "/bin/sh",
+            "-c",
+            'echo $$ > "$0" && exec "$@"',
+            str(self.path / "cgroup.procs"),
+            *command,
+        ]
 
     def pids(self) -> list[int]:
         try:
@@ -191,6 +199,7 @@ class MemoryCgroup:
 
 
 # --------------------------------------------------------------------------- process memory
+
 
 def _process_table() -> dict[int, tuple[int, int]]:
     """``{pid: (ppid, resident pages)}`` of every process."""
@@ -249,8 +258,11 @@ class Run:
     accounting: str = ""
 
 
-def measure(command: list[str], cwd: Path | None = None, env: dict | None = None, pss: bool = True) -> Run:
-    """Run ``command``, measuring time, CPU and memory of its whole process tree (see the module doc)."""
+def measure(
+    command: list[str], cwd: Path | None = None, env: dict | None = None, pss: bool = True
+) -> Run:
+    """Run ``command``, measuring time, CPU and memory of its whole process tree (see the module
+    doc)."""
     run = Run(load=os.getloadavg())
     cgroup, where = MemoryCgroup.create()
     run.accounting = where if cgroup is not None else f"no cgroup ({where})"
@@ -258,8 +270,13 @@ def measure(command: list[str], cwd: Path | None = None, env: dict | None = None
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     try:
-        proc = subprocess.Popen(cgroup.wrap(command) if cgroup else command, cwd=cwd, env=env,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            cgroup.wrap(command) if cgroup else command,
+            cwd=cwd,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
     except BaseException:
         if cgroup is not None:
             cgroup.remove()
@@ -368,20 +385,28 @@ def _score(results_json: Path) -> str:
     if not tests:
         return "not graded"
     if total < possible:  # the solution should score full marks: say what the grader said
-        lost = [str(t["name"]).split(" - ")[0] for t in tests if float(t.get("score") or 0) < float(t["max_score"])]
+        lost = [
+            str(t["name"]).split(" - ")[0]
+            for t in tests
+            if float(t.get("score") or 0) < float(t["max_score"])
+        ]
         note = " ".join(str(results.get("output") or "").split())[:200]
-        return f"{total:g}/{possible:g} (lost {', '.join(dict.fromkeys(lost))}{'; ' + note if note else ''})"
+        noted = f"; {note}" if note else ""
+        return f"{total:g}/{possible:g} (lost {', '.join(dict.fromkeys(lost))}{noted})"
     return f"{total:g}/{possible:g}"
 
 
 def build(name: str, work: Path):
     from autograder.build import build_assignment
 
-    return build_assignment(name, run_tests=False, build_root=work / "build", student_root=work / "student")
+    return build_assignment(
+        name, run_tests=False, build_root=work / "build", student_root=work / "student"
+    )
 
 
 def plain_notebook(solution: Path, out: Path) -> Path:
-    """``solution`` as the student runs it, without Otter: ignored cells dropped, ``grader`` lines removed.
+    """``solution`` as the student runs it, without Otter: ignored cells dropped, ``grader`` lines
+    removed.
 
     The same cells the judge executes (:func:`autograder.judge.cells_to_run`
     without the seeds); ``grader.check`` needs the public tests, which are
@@ -398,7 +423,9 @@ def plain_notebook(solution: Path, out: Path) -> Path:
         if cell.cell_type == "code":
             if "otter_ignore" in meta.get("tags", []) or meta.get("otter", {}).get("ignore", False):
                 continue
-            cell.source = "\n".join(line for line in cell.source.splitlines() if not OTTER_LINE.match(line))
+            cell.source = "\n".join(
+                line for line in cell.source.splitlines() if not OTTER_LINE.match(line)
+            )
         kept.append(cell)
     nb.cells = kept
     nbformat.write(nb, out)
@@ -406,30 +433,64 @@ def plain_notebook(solution: Path, out: Path) -> Path:
 
 
 def bench_assignment(name: str, work: Path, pss: bool = True) -> dict[str, tuple[Run, str]]:
-    """``{label: (run, outcome)}`` for the baseline and the three ways of running ``name``'s solution."""
+    """``{label: (run, outcome)}`` for the baseline and the three ways of running ``name``'s
+    solution."""
     built = build(name, work)
     solution = built.solution
     run_dir = work / f"plain-{name}"
-    shutil.copytree(built.autograder_zip.parent / "master", run_dir)  # the support files beside the notebook
+    # the support files beside the notebook
+    shutil.copytree(built.autograder_zip.parent / "master", run_dir)
     notebook = plain_notebook(solution, run_dir / "plain.ipynb")
     env = run_env(one_thread=True)
     rows = {}
-    rows["import torch, torchvision"] = (measure([PYTHON, "-c", "import torch, torchvision"], env=env, pss=pss), "")
+    rows["import torch, torchvision"] = (
+        measure([PYTHON, "-c", "import torch, torchvision"], env=env, pss=pss),
+        "",
+    )
     plain = measure([PYTHON, "-c", PLAIN, str(notebook)], cwd=run_dir, env=env, pss=pss)
     rows["(a) plain nbclient"] = (plain, "ran" if plain.exit == 0 else f"exit {plain.exit}")
     judge_out = _fresh(work / f"judge-{name}")
-    judge = measure([PYTHON, "-c", CLI, str(work / "build"), "grade", name, str(solution), "--out", str(judge_out)],
-                    cwd=work, env=env, pss=pss)
+    judge = measure(
+        [
+            PYTHON,
+            "-c",
+            CLI,
+            str(work / "build"),
+            "grade",
+            name,
+            str(solution),
+            "--out",
+            str(judge_out),
+        ],
+        cwd=work,
+        env=env,
+        pss=pss,
+    )
     rows["(b) judge: autograder grade"] = (judge, _score(judge_out / "solution" / "results.json"))
     otter_out = _fresh(work / f"otter-{name}")
-    otter = measure([PYTHON, "-m", "otter", "run", "-a", str(built.autograder_zip), "-o", str(otter_out),
-                     str(solution)], cwd=work, env=env, pss=pss)
+    otter = measure(
+        [
+            PYTHON,
+            "-m",
+            "otter",
+            "run",
+            "-a",
+            str(built.autograder_zip),
+            "-o",
+            str(otter_out),
+            str(solution),
+        ],
+        cwd=work,
+        env=env,
+        pss=pss,
+    )
     rows["(c) otter run"] = (otter, _score(otter_out / "results.json"))
     return rows
 
 
 def batch_submissions(n: int, work: Path) -> list[Path]:
-    """``n`` notebooks of ``where_mlps_fail``: every third the solution, the others one wrong fixture each."""
+    """``n`` notebooks of ``where_mlps_fail``: every third the solution, the others one wrong
+    fixture each."""
     from tests.fixtures.submissions import apply
     from tests.fixtures.where_mlps_fail.catalogue import WRONG
 
@@ -440,7 +501,9 @@ def batch_submissions(n: int, work: Path) -> list[Path]:
             subs.append(built.solution)
         else:
             variant = WRONG[i % len(WRONG)]
-            subs.append(apply(built.solution, variant, work / "batch" / f"{i:02d}-{variant.name}.ipynb"))
+            subs.append(
+                apply(built.solution, variant, work / "batch" / f"{i:02d}-{variant.name}.ipynb")
+            )
     return subs
 
 
@@ -452,8 +515,10 @@ def _batch_outcome(out: Path, n: int) -> tuple[str, int]:
     except OSError:
         return "no scores.csv", 0
     failed = sum(1 for r in rows if r.get("error"))
-    computed = sum(log.read_text(errors="replace").count("answers cache: computed where_mlps_fail.answers")
-                   for log in out.glob("*/grading.log"))
+    computed = sum(
+        log.read_text(errors="replace").count("answers cache: computed where_mlps_fail.answers")
+        for log in out.glob("*/grading.log")
+    )
     return f"{len(rows) - failed}/{n} graded", computed
 
 
@@ -462,14 +527,34 @@ def bench_batch(n: int, work: Path, pss: bool = True) -> dict[str, tuple[Run, st
     rows = {}
     for jobs in (1, 2):
         out = _fresh(work / f"batch-out-{jobs}")
-        run = measure([PYTHON, "-c", CLI, str(work / "build"), "grade", "where_mlps_fail", *map(str, subs),
-                       "--jobs", str(jobs), "--out", str(out)], cwd=work, env=run_env(one_thread=False), pss=pss)
+        run = measure(
+            [
+                PYTHON,
+                "-c",
+                CLI,
+                str(work / "build"),
+                "grade",
+                "where_mlps_fail",
+                *map(str, subs),
+                "--jobs",
+                str(jobs),
+                "--out",
+                str(out),
+            ],
+            cwd=work,
+            env=run_env(one_thread=False),
+            pss=pss,
+        )
         graded, computed = _batch_outcome(out, n)
-        rows[f"{n} submissions, --jobs {jobs}"] = (run, f"{graded}; reference values computed {computed}x")
+        rows[f"{n} submissions, --jobs {jobs}"] = (
+            run,
+            f"{graded}; reference values computed {computed}x",
+        )
     return rows
 
 
 # --------------------------------------------------------------------------- the report
+
 
 def _mb(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.0f}"
@@ -484,7 +569,7 @@ def _load(run: Run) -> str:
 
 
 def _when() -> str:
-    return f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC"
+    return f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC"
 
 
 def header() -> list[str]:
@@ -492,26 +577,43 @@ def header() -> list[str]:
     return [
         "# Grading benchmark",
         "",
-        f"Machine: {platform.machine()}, {os.cpu_count()} cores, {mem:.0f} GiB, Python {platform.python_version()}, "
-        f"{platform.platform()}. Written by `python -m benchmarks.run`; each section says when it was measured "
-        "and the load average (1 minute) before each run: on this shared machine other jobs inflate wall times.",
+        f"Machine: {platform.machine()}, {os.cpu_count()} cores, {mem:.0f} GiB, Python "
+        f"{platform.python_version()}, "
+        f"{platform.platform()}. Written by `python -m benchmarks.run`; each section says when it "
+        f"was measured "
+        "and the load average (1 minute) before each run: on this shared machine other jobs "
+        "inflate wall times.",
         "",
-        "Columns: *CPU s* is every process of the run (`getrusage(RUSAGE_CHILDREN)`). *cgroup peak* is the kernel's "
-        "peak charge (`memory.max_usage_in_bytes`) of a fresh memory cgroup holding the run's whole process tree: the "
-        "operating system's accounting, what a Docker/Gradescope memory limit counts. *anon peak* is that cgroup's "
-        "anonymous memory (sampled every 50 ms), which no limit can reclaim. *PSS peak* is the sum of the processes' "
-        "proportional set sizes (`/proc/PID/smaps_rollup`, sampled about once a second, so short peaks can be "
-        "missed): shared pages split among the processes mapping them. *RSS sum* counts torch's shared libraries "
-        "once per process (the judge and the student process both import torch), so it overstates. *above* is the "
+        "Columns: *CPU s* is every process of the run (`getrusage(RUSAGE_CHILDREN)`). *cgroup "
+        "peak* is the kernel's "
+        "peak charge (`memory.max_usage_in_bytes`) of a fresh memory cgroup holding the run's "
+        "whole process tree: the "
+        "operating system's accounting, what a Docker/Gradescope memory limit counts. *anon peak* "
+        "is that cgroup's "
+        "anonymous memory (sampled every 50 ms), which no limit can reclaim. *PSS peak* is the sum "
+        "of the processes' "
+        "proportional set sizes (`/proc/PID/smaps_rollup`, sampled about once a second, so short "
+        "peaks can be "
+        "missed): shared pages split among the processes mapping them. *RSS sum* counts torch's "
+        "shared libraries "
+        "once per process (the judge and the student process both import torch), so it overstates. "
+        "*above* is the "
         "same figure minus a bare `import torch, torchvision` measured the same way.",
         "",
-        "Page cache: cgroup v1 charges a file page to the cgroup that first reads it into memory. Pages already "
-        "cached by an earlier run (torch's shared libraries, Fashion-MNIST) stay charged to whoever read them "
-        "first, so on this warm machine the cgroup peak leaves them out, for the baseline as for the gradings; a "
-        "cold container (Gradescope) is charged once for every library page it reads, in the baseline too, so the "
-        "*above* figures carry over. Files a run writes or reads for the first time (results, scratch copies, "
-        "tmpfs) are charged to it; the kernel reclaims that cache before a limit is hit, so the cgroup peak of an "
-        "unlimited run is an upper bound and *anon peak* the floor. Nothing is dropped system-wide to measure.",
+        "Page cache: cgroup v1 charges a file page to the cgroup that first reads it into memory. "
+        "Pages already "
+        "cached by an earlier run (torch's shared libraries, Fashion-MNIST) stay charged to "
+        "whoever read them "
+        "first, so on this warm machine the cgroup peak leaves them out, for the baseline as for "
+        "the gradings; a "
+        "cold container (Gradescope) is charged once for every library page it reads, in the "
+        "baseline too, so the "
+        "*above* figures carry over. Files a run writes or reads for the first time (results, "
+        "scratch copies, "
+        "tmpfs) are charged to it; the kernel reclaims that cache before a limit is hit, so the "
+        "cgroup peak of an "
+        "unlimited run is an upper bound and *anon peak* the floor. Nothing is dropped system-wide "
+        "to measure.",
         "",
     ]
 
@@ -521,46 +623,78 @@ def assignment_section(name: str, rows: dict[str, tuple[Run, str]]) -> list[str]
     a = rows["(a) plain nbclient"][0]
     b = rows["(b) judge: autograder grade"][0]
     c = rows["(c) otter run"][0]
-    lines = [f"## {name}", "",
-             f"Measured {_when()}, every run with one thread (`OMP_NUM_THREADS=1`); memory accounting: "
-             f"{base.accounting}.", "",
-             "| run | outcome | load | wall s | CPU s | cgroup peak MB | above | anon peak MB | above | "
-             "PSS peak MB | above | RSS sum MB |",
-             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    lines = [
+        f"## {name}",
+        "",
+        f"Measured {_when()}, every run with one thread (`OMP_NUM_THREADS=1`); memory accounting: "
+        f"{base.accounting}.",
+        "",
+        "| run | outcome | load | wall s | CPU s | cgroup peak MB | above | anon peak MB | above | "
+        "PSS peak MB | above | RSS sum MB |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
     for label, (r, outcome) in rows.items():
-        lines.append(f"| {label} | {outcome or '-'} | {_load(r)} | {r.wall:.1f} | {r.cpu:.1f} | {_mb(r.cgroup_peak)} | "
-                     f"{_above(r.cgroup_peak, base.cgroup_peak)} | {_mb(r.anon_peak)} | "
-                     f"{_above(r.anon_peak, base.anon_peak)} | {r.pss_peak:.0f} | {r.pss_peak - base.pss_peak:+.0f} | "
-                     f"{r.rss_peak:.0f} |")
-    target = " (target: at most 1.3)" if name == "where_mlps_fail" else " (the 1.3 target is the lesson's)"
-    memory = (f"{b.cgroup_peak - base.cgroup_peak:.0f} MB above import torch by the cgroup's accounting"
-              if b.cgroup_peak is not None and base.cgroup_peak is not None else
-              f"{b.pss_peak - base.pss_peak:.0f} MB above import torch by PSS (no cgroup)")
-    lines += ["",
-              f"- b/a (grading overhead over running the notebook): wall {b.wall / a.wall:.2f}, "
-              f"CPU {b.cpu / a.cpu:.2f}{target}",
-              f"- b/c (judge against otter run): wall {b.wall / c.wall:.2f}, CPU {b.cpu / c.cpu:.2f}",
-              f"- judge: {b.cpu:.1f} CPU s (target: at most {TARGET_CPU_SECONDS:.0f}); {memory} "
-              f"(target: at most {TARGET_MEMORY_MB:.0f}); PSS {b.pss_peak - base.pss_peak:.0f} MB above", ""]
+        lines.append(
+            f"| {label} | {outcome or '-'} | {_load(r)} | {r.wall:.1f} | {r.cpu:.1f} | "
+            f"{_mb(r.cgroup_peak)} | "
+            f"{_above(r.cgroup_peak, base.cgroup_peak)} | {_mb(r.anon_peak)} | "
+            f"{_above(r.anon_peak, base.anon_peak)} | {r.pss_peak:.0f} | "
+            f"{r.pss_peak - base.pss_peak:+.0f} | "
+            f"{r.rss_peak:.0f} |"
+        )
+    target = (
+        " (target: at most 1.3)"
+        if name == "where_mlps_fail"
+        else " (the 1.3 target is the lesson's)"
+    )
+    memory = (
+        f"{b.cgroup_peak - base.cgroup_peak:.0f} MB above import torch by the cgroup's accounting"
+        if b.cgroup_peak is not None and base.cgroup_peak is not None
+        else f"{b.pss_peak - base.pss_peak:.0f} MB above import torch by PSS (no cgroup)"
+    )
+    lines += [
+        "",
+        f"- b/a (grading overhead over running the notebook): wall {b.wall / a.wall:.2f}, "
+        f"CPU {b.cpu / a.cpu:.2f}{target}",
+        f"- b/c (judge against otter run): wall {b.wall / c.wall:.2f}, CPU {b.cpu / c.cpu:.2f}",
+        f"- judge: {b.cpu:.1f} CPU s (target: at most {TARGET_CPU_SECONDS:.0f}); {memory} "
+        f"(target: at most {TARGET_MEMORY_MB:.0f}); PSS {b.pss_peak - base.pss_peak:.0f} MB above",
+        "",
+    ]
     return lines
 
 
 def batch_section(rows: dict[str, tuple[Run, str]]) -> list[str]:
     (label1, (one, _)), (label2, (two, _)) = rows.items()
-    lines = ["## Batch grading of where_mlps_fail", "",
-             f"Measured {_when()}; memory accounting: {one.accounting}. Every third submission is the solution, "
-             "the others one wrong fixture each of `tests/fixtures/where_mlps_fail/catalogue.py`. Threads as "
-             "`grade_many` sets them: torch's default (2) at `--jobs 1`, one per grading at `--jobs 2`.", "",
-             "| run | outcome | load | wall s | CPU s | cgroup peak MB | anon peak MB | PSS peak MB | RSS sum MB |",
-             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    lines = [
+        "## Batch grading of where_mlps_fail",
+        "",
+        f"Measured {_when()}; memory accounting: {one.accounting}. Every third submission is the "
+        f"solution, "
+        "the others one wrong fixture each of `tests/fixtures/where_mlps_fail/catalogue.py`. "
+        "Threads as "
+        "`grade_many` sets them: torch's default (2) at `--jobs 1`, one per grading at `--jobs 2`.",
+        "",
+        "| run | outcome | load | wall s | CPU s | cgroup peak MB | anon peak MB | PSS peak MB | "
+        "RSS sum MB |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
     for label, (r, outcome) in rows.items():
-        lines.append(f"| {label} | {outcome} | {_load(r)} | {r.wall:.1f} | {r.cpu:.1f} | {_mb(r.cgroup_peak)} | "
-                     f"{_mb(r.anon_peak)} | {r.pss_peak:.0f} | {r.rss_peak:.0f} |")
-    lines += ["",
-              f"- speed-up at 2 workers: {one.wall / two.wall:.2f} (target: at least {TARGET_SPEEDUP}); CPU seconds "
-              f"at 2 workers / at 1: {two.cpu / one.cpu:.2f}; load average (1 minute) before the runs: "
-              f"{one.load[0]:.1f} and {two.load[0]:.1f} on {os.cpu_count()} cores. The speed-up only means "
-              "something when the load before was well below the core count.", ""]
+        lines.append(
+            f"| {label} | {outcome} | {_load(r)} | {r.wall:.1f} | {r.cpu:.1f} | "
+            f"{_mb(r.cgroup_peak)} | "
+            f"{_mb(r.anon_peak)} | {r.pss_peak:.0f} | {r.rss_peak:.0f} |"
+        )
+    lines += [
+        "",
+        f"- speed-up at 2 workers: {one.wall / two.wall:.2f} (target: at least {TARGET_SPEEDUP}); "
+        f"CPU seconds "
+        f"at 2 workers / at 1: {two.cpu / one.cpu:.2f}; load average (1 minute) before the runs: "
+        f"{one.load[0]:.1f} and {two.load[0]:.1f} on {os.cpu_count()} cores. The speed-up only "
+        f"means "
+        "something when the load before was well below the core count.",
+        "",
+    ]
     return lines
 
 
@@ -571,14 +705,31 @@ def _sections(text: str) -> dict[str, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.run", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--assignments", nargs="*", default=None,
-                        help="assignments to measure (default: every assignment; give the option alone for none)")
-    parser.add_argument("--batch", type=int, default=24, help="submissions in the batch benchmark (0: skip; default 24)")
-    parser.add_argument("--update", action="store_true",
-                        help="keep the sections of the existing report that this run does not measure")
-    parser.add_argument("--no-pss", action="store_true", help="skip the PSS sampling (it costs some CPU)")
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.run",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--assignments",
+        nargs="*",
+        default=None,
+        help="assignments to measure (default: every assignment; give the option alone for none)",
+    )
+    parser.add_argument(
+        "--batch",
+        type=int,
+        default=24,
+        help="submissions in the batch benchmark (0: skip; default 24)",
+    )
+    parser.add_argument(
+        "--update",
+        action="store_true",
+        help="keep the sections of the existing report that this run does not measure",
+    )
+    parser.add_argument(
+        "--no-pss", action="store_true", help="skip the PSS sampling (it costs some CPU)"
+    )
     parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results.md")
     args = parser.parse_args(argv)
     if args.batch < 0:
@@ -605,7 +756,9 @@ def main(argv: list[str] | None = None) -> int:
             sections[lines[0]] = "\n".join(lines)
             print("\n".join(lines), flush=True)
     order = [f"## {n}" for n in available()] + ["## Batch grading of where_mlps_fail"]
-    body = [sections[k] for k in order if k in sections] + [v for k, v in sections.items() if k not in order]
+    body = [sections[k] for k in order if k in sections] + [
+        v for k, v in sections.items() if k not in order
+    ]
     text = "\n".join(header()) + "\n" + "\n".join(s.rstrip() + "\n" for s in body)
     args.out.write_text(text)
     print(text)

@@ -37,8 +37,8 @@ from __future__ import annotations
 
 import functools
 import numbers
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 import numpy as np
 
@@ -132,7 +132,7 @@ def _check_count(n, name, minimum=0):
 # Data
 # ---------------------------------------------------------------------------
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def load_images():
     """The twelve scikit-image images as grayscale float arrays in [0, 1] (cached).
 
@@ -198,7 +198,7 @@ def crops(n, rng):
     return out
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _test_crops_cached():
     x = crops(N_TEST, np.random.default_rng(TEST_SEED))
     x.flags.writeable = False
@@ -349,7 +349,8 @@ def target_function(name):
 
 
 def shift_image(x, shift=SHIFT):
-    """Circular shift of each crop by ``shift = (rows, columns)``: ``np.roll(x, shift, axis=(-2, -1))``.
+    """Circular shift of each crop by ``shift = (rows, columns)``: ``np.roll(x, shift, axis=(-2,
+    -1))``.
 
     Article section "Weight sharing and locality, measured in closed form"
     (``shift``).  Works on any array with at least two dimensions.
@@ -618,7 +619,8 @@ def noise_sd(x_test=None):
 
 
 def noise_free_errors(n=POOL_SIZE, models=MODELS):
-    """Relative test errors of models fitted to noise-free targets of the first ``n`` crops of seed 0.
+    """Relative test errors of models fitted to noise-free targets of the first ``n`` crops of seed
+    0.
 
     Article section "Weight sharing and locality, measured in closed form",
     the "noise-free, 1,024 training images" lines: training crops
@@ -652,8 +654,13 @@ def noise_free_errors(n=POOL_SIZE, models=MODELS):
     if n == POOL_SIZE and tuple(models) == MODELS:  # the graded run: once per batch of gradings
         from autograder.answers_cache import cached  # when the grader names a cache folder
 
-        return dict(cached("inductive_bias.noise_free_errors", lambda: _noise_free_errors(n, models),
-                           sources=(__file__,)))
+        return dict(
+            cached(
+                "inductive_bias.noise_free_errors",
+                lambda: _noise_free_errors(n, models),
+                sources=(__file__,),
+            )
+        )
     return _noise_free_errors(n, models)
 
 
@@ -723,13 +730,14 @@ class LearningCurves:
             raise ValueError(f"model {model!r} was not computed; have {self.models}")
         if n not in self.sizes:
             raise ValueError(f"size {n!r} was not computed; have {self.sizes}")
-        return float(tables[stat][self.targets.index(target), self.models.index(model),
-                                  self.sizes.index(n)])
+        return float(
+            tables[stat][self.targets.index(target), self.models.index(model), self.sizes.index(n)]
+        )
 
 
-def learning_curves(seeds: Iterable[int] = range(5),
-                    sizes: Iterable[int] = SIZES,
-                    *, models: Iterable[str] = MODELS) -> LearningCurves:
+def learning_curves(
+    seeds: Iterable[int] = range(5), sizes: Iterable[int] = SIZES, *, models: Iterable[str] = MODELS
+) -> LearningCurves:
     """The learning-curve experiment: relative test error per target, model, size and seed.
 
     Article section "Weight sharing and locality, measured in closed form",
@@ -791,9 +799,17 @@ def learning_curves(seeds: Iterable[int] = range(5),
             return {"noise_sd": run.noise_sd, "errors": torch.from_numpy(run.errors)}
 
         key = hashlib.sha256(repr(seeds).encode()).hexdigest()[:16]
-        stored = answers_cache.cached(f"inductive_bias.learning_curves.{key}", plain, sources=(__file__,))
-        return LearningCurves(targets=TARGETS, models=models, sizes=sizes, seeds=seeds,
-                              noise_sd=float(stored["noise_sd"]), errors=stored["errors"].numpy())
+        stored = answers_cache.cached(
+            f"inductive_bias.learning_curves.{key}", plain, sources=(__file__,)
+        )
+        return LearningCurves(
+            targets=TARGETS,
+            models=models,
+            sizes=sizes,
+            seeds=seeds,
+            noise_sd=float(stored["noise_sd"]),
+            errors=stored["errors"].numpy(),
+        )
     return _learning_curves(seeds, sizes, models)
 
 
@@ -815,6 +831,9 @@ def _learning_curves(seeds, sizes, models) -> LearningCurves:
             for m_i, m in enumerate(models):
                 for k, n in enumerate(sizes):  # nested training sets: the first n crops
                     p = fit(m, x_tr[:n], y_tr[:n])
-                    err[t_i, m_i, k, s_i] = relative_error(_predict(m, p, x_test, nb_test), y_test[t])
-    return LearningCurves(targets=TARGETS, models=models, sizes=sizes, seeds=seeds,
-                          noise_sd=sigma, errors=err)
+                    err[t_i, m_i, k, s_i] = relative_error(
+                        _predict(m, p, x_test, nb_test), y_test[t]
+                    )
+    return LearningCurves(
+        targets=TARGETS, models=models, sizes=sizes, seeds=seeds, noise_sd=sigma, errors=err
+    )

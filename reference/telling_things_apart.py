@@ -126,13 +126,15 @@ def cross_entropy(probs: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         appear nowhere in the formula."
     """
     if probs.dim() != 2 or y.shape != probs.shape[:1]:
-        raise ValueError(f"probs must be (N, C) and y (N,), got {tuple(probs.shape)} and {tuple(y.shape)}")
+        raise ValueError(f"probs must be (N, C) and y (N,), got {tuple(probs.shape)} and "
+                         f"{tuple(y.shape)}")
     picked = probs[torch.arange(probs.shape[0]), y.long()]
     return -torch.log(picked).mean()
 
 
 def centre_of_mass(image: torch.Tensor) -> tuple[float, float]:
-    """(row, column) of the brightness-weighted mean pixel position of a ``(H, W)`` image, in float64."""
+    """(row, column) of the brightness-weighted mean pixel position of a ``(H, W)`` image, in
+    float64."""
     image = image.detach().double()
     mass = image.sum()
     rows = torch.arange(image.shape[-2], dtype=torch.float64)
@@ -231,8 +233,10 @@ def fgsm(model: nn.Module, image: torch.Tensor, label: int, epsilon: float) -> t
 
 # --------------------------------------------------------------------------- model and data
 
+
 def mlp() -> nn.Sequential:
-    """The chapter's network before its first step: seeded 42, Flatten, Linear(784, 128), ReLU, Linear(128, 10).
+    """The chapter's network before its first step: seeded 42, Flatten, Linear(784, 128), ReLU,
+    Linear(128, 10).
 
     101,770 parameters ("a network with a hundred thousand parameters").
     Seeds torch's global generator (call inside ``fork_rng`` to keep the caller's).
@@ -242,20 +246,25 @@ def mlp() -> nn.Sequential:
 
 
 def accuracy(model: nn.Module, images: torch.Tensor, labels: torch.Tensor) -> float:
-    """Fraction of ``labels`` the model's largest logit names, over ``images`` ``(N, 1, 28, 28)``."""
+    """Fraction of ``labels`` the model's largest logit names, over ``images`` ``(N, 1, 28,
+    28)``."""
     with torch.no_grad():
         return (model(images).argmax(dim=1) == labels).float().mean().item()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _split() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     from autograder.mnist_data import MNISTDigits
 
     digits = MNISTDigits()
     train_idx, test_idx = digits.split_indices()
     train_idx, test_idx = torch.from_numpy(train_idx), torch.from_numpy(test_idx)
-    return (digits.data[train_idx].clone(), digits.targets[train_idx].clone(),
-            digits.data[test_idx].clone(), digits.targets[test_idx].clone())
+    return (
+        digits.data[train_idx].clone(),
+        digits.targets[train_idx].clone(),
+        digits.data[test_idx].clone(),
+        digits.targets[test_idx].clone(),
+    )
 
 
 def load_split() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -268,8 +277,16 @@ def load_split() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor
     return tuple(t.clone() for t in _split())
 
 
-def train(model: nn.Module, images: torch.Tensor, labels: torch.Tensor, *, epochs: int = EPOCHS,
-          lr: float = LEARNING_RATE, batch_size: int = BATCH_SIZE, seed: int = SHUFFLE_SEED) -> list[float]:
+def train(
+    model: nn.Module,
+    images: torch.Tensor,
+    labels: torch.Tensor,
+    *,
+    epochs: int = EPOCHS,
+    lr: float = LEARNING_RATE,
+    batch_size: int = BATCH_SIZE,
+    seed: int = SHUFFLE_SEED,
+) -> list[float]:
     """Fit ``model`` in place by SGD on cross-entropy; return the mean training loss of each epoch.
 
     Each epoch visits the examples in the order ``torch.randperm(N, generator=g)``
@@ -288,7 +305,7 @@ def train(model: nn.Module, images: torch.Tensor, labels: torch.Tensor, *, epoch
         perm = torch.randperm(len(images), generator=order)
         total = 0.0
         for start in range(0, len(perm), batch_size):
-            batch = perm[start:start + batch_size]
+            batch = perm[start : start + batch_size]
             optimizer.zero_grad()
             loss = loss_fn(model(images[batch]), labels[batch])
             loss.backward()
@@ -307,10 +324,15 @@ def first_linear(model: nn.Module) -> nn.Linear:
     raise ValueError("the model has no nn.Linear layer")
 
 
-# --------------------------------------------------------------------------- the chapter's computations
+# --------------------------------------------------------------------------- the chapter's
+# computations
 
-def find_chapter_list(points: torch.Tensor, values=CHAPTER_LIST, tol: float = LIST_TOLERANCE) -> list[tuple[int, int]]:
-    """Every ``(digit, position)`` where ``values`` occur consecutively in a row of ``points`` ``(N, 784)``."""
+
+def find_chapter_list(
+    points: torch.Tensor, values=CHAPTER_LIST, tol: float = LIST_TOLERANCE
+) -> list[tuple[int, int]]:
+    """Every ``(digit, position)`` where ``values`` occur consecutively in a row of ``points`` ``(N,
+    784)``."""
     wanted = torch.tensor(values, dtype=points.dtype)
     windows = points.unfold(1, len(values), 1)  # (N, 784 - 4, 5)
     hits = (windows - wanted).abs().le(tol).all(dim=-1).nonzero()
@@ -335,9 +357,15 @@ def most_confused(confusion: torch.Tensor, k: int = 3) -> list[tuple[int, int]]:
     return [divmod(i, 10) for i in order]
 
 
-def confident_digits(model: nn.Module, images: torch.Tensor, labels: torch.Tensor,
-                     n: int = N_CONFIDENT, confidence: float = CONFIDENCE) -> torch.Tensor:
-    """Indices (int64, ascending) of the first ``n`` digits the model reads right with probability above ``confidence``."""
+def confident_digits(
+    model: nn.Module,
+    images: torch.Tensor,
+    labels: torch.Tensor,
+    n: int = N_CONFIDENT,
+    confidence: float = CONFIDENCE,
+) -> torch.Tensor:
+    """Indices (int64, ascending) of the first ``n`` digits the model reads right with probability
+    above ``confidence``."""
     with torch.no_grad():
         probs = torch.softmax(model(images), dim=1)
     best, predicted = probs.max(dim=1)
@@ -345,7 +373,8 @@ def confident_digits(model: nn.Module, images: torch.Tensor, labels: torch.Tenso
 
 
 def scores_bank() -> torch.Tensor:
-    """``torch.manual_seed(0); torch.randn(10)``: the ten scores drawn from a bell curve (caller's RNG kept)."""
+    """``torch.manual_seed(0); torch.randn(10)``: the ten scores drawn from a bell curve (caller's
+    RNG kept)."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(SCORES_SEED)
         return torch.randn(10)
@@ -395,7 +424,8 @@ def loss_values() -> dict:
 
 
 def model_values(model: nn.Module) -> dict:
-    """Every model-dependent value of q4-q8, computed from ``model`` (the student's, for errors carried forward).
+    """Every model-dependent value of q4-q8, computed from ``model`` (the student's, for errors
+    carried forward).
 
     Returns ``train_accuracy``, ``test_accuracy``, ``gap``, ``corner_accuracy``,
     ``recentred_accuracy``, ``evidence``, ``evidence_class``, ``units``,
@@ -442,7 +472,9 @@ def model_values(model: nn.Module) -> dict:
     return out
 
 
-# --------------------------------------------------------------------------- the reference model and answers
+# --------------------------------------------------------------------------- the reference model
+# and answers
+
 
 def _with_threads(function, *args):
     previous = torch.get_num_threads()
@@ -462,16 +494,20 @@ def _train_reference() -> tuple[nn.Module, list[float]]:
 
 
 def _train_with_a_loader() -> tuple[nn.Module, list[float]]:
-    """The recipe with its batches from ``DataLoader(TensorDataset(...), batch_size=32, shuffle=True,
-    generator=order)``: the same generator, which the loader draws a base seed from before each epoch's
-    ``randperm``, so another order. The checks accept it as the recipe written with a loader."""
+    """The recipe with its batches from ``DataLoader(TensorDataset(...), batch_size=32,
+    shuffle=True, generator=order)``: the same generator, which the loader draws a base seed from
+    before each epoch's ``randperm``, so another order. The checks accept it as the recipe written
+    with a loader."""
     train_images, train_labels, _, _ = _split()
     model = mlp()
     loss_fn = nn.CrossEntropyLoss()
     optimizer = torch.optim.SGD(model.parameters(), lr=LEARNING_RATE)
-    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(train_images, train_labels),
-                                         batch_size=BATCH_SIZE, shuffle=True,
-                                         generator=torch.Generator().manual_seed(SHUFFLE_SEED))
+    loader = torch.utils.data.DataLoader(
+        torch.utils.data.TensorDataset(train_images, train_labels),
+        batch_size=BATCH_SIZE,
+        shuffle=True,
+        generator=torch.Generator().manual_seed(SHUFFLE_SEED),
+    )
     losses = []
     model.train()
     for _ in range(EPOCHS):
@@ -489,7 +525,11 @@ def _train_with_a_loader() -> tuple[nn.Module, list[float]]:
 
 def _train_reference_state() -> dict:
     model, losses = _with_threads(_train_reference)
-    return {"state": model.state_dict(), "losses": [float(x) for x in losses], "training": model.training}
+    return {
+        "state": model.state_dict(),
+        "losses": [float(x) for x in losses],
+        "training": model.training,
+    }
 
 
 def _train_loader_state() -> dict:
@@ -498,9 +538,9 @@ def _train_loader_state() -> dict:
 
 
 def recipe_runs() -> list[tuple[dict[str, torch.Tensor], list[float]]]:
-    """The two accepted runs of the recipe as ``(state_dict, train_losses)``: each epoch's order from
-    ``torch.randperm(8000, generator=order)`` (the reference, :func:`reference_model`), and a shuffling
-    ``DataLoader`` with ``generator=order``.
+    """The two accepted runs of the recipe as ``(state_dict, train_losses)``: each epoch's order
+    from ``torch.randperm(8000, generator=order)`` (the reference, :func:`reference_model`), and a
+    shuffling ``DataLoader`` with ``generator=order``.
 
     Trained once per process (about 2 s each on one thread), or once per batch of gradings
     (:mod:`autograder.answers_cache`). Copies: the caller may change them.
@@ -508,14 +548,19 @@ def recipe_runs() -> list[tuple[dict[str, torch.Tensor], list[float]]]:
     from autograder.answers_cache import cached
 
     model, losses = _trained()
-    loader = cached("telling_things_apart.trained_with_a_loader", _train_loader_state, sources=(__file__,))
-    return [(copy.deepcopy(model.state_dict()), list(losses)),
-            (copy.deepcopy(loader["state"]), list(loader["losses"]))]
+    loader = cached(
+        "telling_things_apart.trained_with_a_loader", _train_loader_state, sources=(__file__,)
+    )
+    return [
+        (copy.deepcopy(model.state_dict()), list(losses)),
+        (copy.deepcopy(loader["state"]), list(loader["losses"])),
+    ]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _trained() -> tuple[nn.Module, tuple[float, ...]]:
-    # trained once per batch of gradings when the grader names a cache folder (autograder.answers_cache)
+    # trained once per batch of gradings when the grader names a cache folder
+    # (autograder.answers_cache)
     from autograder.answers_cache import cached
 
     trained = cached("telling_things_apart.trained", _train_reference_state, sources=(__file__,))
@@ -535,7 +580,7 @@ def reference_model() -> nn.Module:
     return copy.deepcopy(_trained()[0]).eval()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _answers() -> dict:
     from autograder.answers_cache import cached
 
@@ -558,8 +603,8 @@ def answers() -> dict:
     """The reference value of every value name of ``docs/telling_things_apart_answers.md``.
 
     Computed once per process (the model trained once, about 2 s on one
-    thread), or once per batch of gradings (:mod:`autograder.answers_cache`); each call returns a deep copy. Besides the graded names it holds
-    ``scores`` (the bank of ten scores) and ``chapter_hits`` (every place the
-    chapter's list occurs, one).
+    thread), or once per batch of gradings (:mod:`autograder.answers_cache`); each call returns a
+    deep copy. Besides the graded names it holds ``scores`` (the bank of ten scores) and
+    ``chapter_hits`` (every place the chapter's list occurs, one).
     """
     return copy.deepcopy(_answers())

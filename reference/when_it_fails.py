@@ -50,13 +50,49 @@ import torch.nn.functional as F
 from torch import nn
 
 __all__ = [
-    "SPLIT_SEED", "N_TRAIN_IMAGES", "N_TEST_IMAGES", "N_FIT", "N_VALIDATION", "N_DEV", "N_TEST",
-    "HIDDEN", "EPOCHS", "LEARNING_RATE", "BATCH_SIZE", "SHIFTS", "PERM_SEED",
-    "WIDTHS", "SWEEP_SIZES", "SWEEP_EPOCHS", "DIMS", "N_POINTS", "POINT_SEED",
-    "AUG_MAX_SHIFT", "AUG_SEEDS", "AUG_EPOCHS", "MEMO_HIDDEN", "MEMO_EPOCHS", "LABEL_SEED", "THREADS",
-    "make_split", "select", "load_split", "mlp", "train_mlp", "train_mlp_with_a_loader", "accuracy", "shift_right", "shift", "random_shifts",
-    "weight_for_permuted", "distance_ratio", "distance_ratios", "exercise5",
-    "answers", "trained_answers", "chapter_run",
+    "SPLIT_SEED",
+    "N_TRAIN_IMAGES",
+    "N_TEST_IMAGES",
+    "N_FIT",
+    "N_VALIDATION",
+    "N_DEV",
+    "N_TEST",
+    "HIDDEN",
+    "EPOCHS",
+    "LEARNING_RATE",
+    "BATCH_SIZE",
+    "SHIFTS",
+    "PERM_SEED",
+    "WIDTHS",
+    "SWEEP_SIZES",
+    "SWEEP_EPOCHS",
+    "DIMS",
+    "N_POINTS",
+    "POINT_SEED",
+    "AUG_MAX_SHIFT",
+    "AUG_SEEDS",
+    "AUG_EPOCHS",
+    "MEMO_HIDDEN",
+    "MEMO_EPOCHS",
+    "LABEL_SEED",
+    "THREADS",
+    "make_split",
+    "select",
+    "load_split",
+    "mlp",
+    "train_mlp",
+    "train_mlp_with_a_loader",
+    "accuracy",
+    "shift_right",
+    "shift",
+    "random_shifts",
+    "weight_for_permuted",
+    "distance_ratio",
+    "distance_ratios",
+    "exercise5",
+    "answers",
+    "trained_answers",
+    "chapter_run",
 ]
 
 # ------------------------------------------------------------------ the recipe
@@ -89,6 +125,7 @@ THREADS = 1
 
 # ------------------------------------------------------------------ data
 
+
 def make_split(seed: int = SPLIT_SEED) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The seeded split: ``(fit, validation, test)`` index tensors (int64).
 
@@ -114,18 +151,23 @@ def make_split(seed: int = SPLIT_SEED) -> tuple[torch.Tensor, torch.Tensor, torc
     return dev[:N_FIT], dev[N_FIT:], test
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _raw() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """Fashion-MNIST's bytes: train images (60000, 784) uint8, labels, test images, labels."""
     from autograder.data import fashion_mnist
 
     train, test = fashion_mnist(train=True), fashion_mnist(train=False)
-    return (train.data.reshape(N_TRAIN_IMAGES, 784), train.targets.clone(),
-            test.data.reshape(N_TEST_IMAGES, 784), test.targets.clone())
+    return (
+        train.data.reshape(N_TRAIN_IMAGES, 784),
+        train.targets.clone(),
+        test.data.reshape(N_TEST_IMAGES, 784),
+        test.targets.clone(),
+    )
 
 
 def select(train: bool, idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Images ``idx`` of the training (or test) file: float32 ``(n, 784)`` in [0, 1] (byte / 255), int64 labels."""
+    """Images ``idx`` of the training (or test) file: float32 ``(n, 784)`` in [0, 1] (byte / 255),
+    int64 labels."""
     images, labels, test_images, test_labels = _raw()
     if not train:
         images, labels = test_images, test_labels
@@ -133,7 +175,8 @@ def select(train: bool, idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def unseen_test_images(X_test: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """The test file's images that are not rows of ``X_test``: float32 ``(m, 784)`` (byte / 255), int64 labels.
+    """The test file's images that are not rows of ``X_test``: float32 ``(m, 784)`` (byte / 255),
+    int64 labels.
 
     ``X_test`` ``(n, 784)`` holds test-file images (byte / 255), as a split's
     sealed test set does; the rest of the file (9,400 images beside the
@@ -157,20 +200,30 @@ def load_split(seed: int = SPLIT_SEED) -> dict[str, torch.Tensor]:
     X_tr, y_tr = select(True, fit)
     X_val, y_val = select(True, val)
     X_test, y_test = select(False, test)
-    return {"X_tr": X_tr, "y_tr": y_tr, "X_val": X_val, "y_val": y_val,
-            "X_dev": torch.cat([X_tr, X_val]), "y_dev": torch.cat([y_tr, y_val]),
-            "X_test": X_test, "y_test": y_test}
+    return {
+        "X_tr": X_tr,
+        "y_tr": y_tr,
+        "X_val": X_val,
+        "y_val": y_val,
+        "X_dev": torch.cat([X_tr, X_val]),
+        "y_dev": torch.cat([y_tr, y_val]),
+        "X_test": X_test,
+        "y_test": y_test,
+    }
 
 
 # ------------------------------------------------------------------ the student functions
 
+
 def mlp(hidden: int = HIDDEN) -> nn.Sequential:
-    """The chapter's MLP: Linear(784, hidden), ReLU, Linear(hidden, 10). 203,530 parameters at 256."""
+    """The chapter's MLP: Linear(784, hidden), ReLU, Linear(hidden, 10). 203,530 parameters at
+    256."""
     return nn.Sequential(nn.Linear(784, hidden), nn.ReLU(), nn.Linear(hidden, 10))
 
 
-def train_mlp(X: torch.Tensor, y: torch.Tensor, hidden: int = HIDDEN, epochs: int = EPOCHS,
-              seed: int = 0) -> nn.Sequential:
+def train_mlp(
+    X: torch.Tensor, y: torch.Tensor, hidden: int = HIDDEN, epochs: int = EPOCHS, seed: int = 0
+) -> nn.Sequential:
     """The chapter's MLP trained as in Chapter 4: Adam (lr 1e-3), cross-entropy, minibatches of 100.
 
     ``torch.manual_seed(seed)`` before the model is built (its initial
@@ -196,7 +249,7 @@ def train_mlp(X: torch.Tensor, y: torch.Tensor, hidden: int = HIDDEN, epochs: in
     for _ in range(epochs):
         order = torch.randperm(len(X), generator=order_gen)
         for start in range(0, len(X), BATCH_SIZE):
-            batch = order[start:start + BATCH_SIZE]
+            batch = order[start : start + BATCH_SIZE]
             loss = F.cross_entropy(net(X[batch]), y[batch])
             optimizer.zero_grad()
             loss.backward()
@@ -204,18 +257,23 @@ def train_mlp(X: torch.Tensor, y: torch.Tensor, hidden: int = HIDDEN, epochs: in
     return net.eval()
 
 
-def train_mlp_with_a_loader(X: torch.Tensor, y: torch.Tensor, hidden: int = HIDDEN, epochs: int = EPOCHS,
-                            seed: int = 0) -> nn.Sequential:
-    """:func:`train_mlp` with its batches from ``DataLoader(TensorDataset(X, y), batch_size=100, shuffle=True,
-    generator=g)``, ``g`` seeded ``seed``: the loader draws a base seed from ``g`` before each epoch's
-    ``randperm``, so another order from the same generator. The checks accept it as the recipe written with a
-    loader. Same arguments and result as :func:`train_mlp`.
+def train_mlp_with_a_loader(
+    X: torch.Tensor, y: torch.Tensor, hidden: int = HIDDEN, epochs: int = EPOCHS, seed: int = 0
+) -> nn.Sequential:
+    """:func:`train_mlp` with its batches from ``DataLoader(TensorDataset(X, y), batch_size=100,
+    shuffle=True, generator=g)``, ``g`` seeded ``seed``: the loader draws a base seed from ``g``
+    before each epoch's ``randperm``, so another order from the same generator. The checks accept it
+    as the recipe written with a loader. Same arguments and result as :func:`train_mlp`.
     """
     torch.manual_seed(seed)
     net = mlp(hidden)
     optimizer = torch.optim.Adam(net.parameters(), lr=LEARNING_RATE)
-    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(X, y), batch_size=BATCH_SIZE, shuffle=True,
-                                         generator=torch.Generator().manual_seed(seed))
+    loader = torch.utils.data.DataLoader(
+        torch.utils.data.TensorDataset(X, y),
+        batch_size=BATCH_SIZE,
+        shuffle=True,
+        generator=torch.Generator().manual_seed(seed),
+    )
     for _ in range(epochs):
         for images, labels in loader:
             loss = F.cross_entropy(net(images), labels)
@@ -226,7 +284,8 @@ def train_mlp_with_a_loader(X: torch.Tensor, y: torch.Tensor, hidden: int = HIDD
 
 
 def accuracy(net, X: torch.Tensor, y: torch.Tensor) -> float:
-    """The fraction of ``X`` whose largest logit is at ``y`` (the notebook's ``fashion.accuracy``)."""
+    """The fraction of ``X`` whose largest logit is at ``y`` (the notebook's
+    ``fashion.accuracy``)."""
     with torch.no_grad():
         return (net(X).argmax(dim=1) == y).float().mean().item()
 
@@ -247,9 +306,9 @@ def shift(x: torch.Tensor, s: int) -> torch.Tensor:
     images = x.reshape(*x.shape[:-1], 28, 28)
     out = torch.zeros_like(images)
     if s > 0:
-        out[..., s:] = images[..., :28 - s]
+        out[..., s:] = images[..., : 28 - s]
     elif s < 0:
-        out[..., :28 + s] = images[..., -s:]
+        out[..., : 28 + s] = images[..., -s:]
     else:
         out.copy_(images)
     return out.reshape(x.shape)
@@ -283,7 +342,8 @@ def weight_for_permuted(W: torch.Tensor, P: torch.Tensor) -> torch.Tensor:
 
 
 def random_shifts(X: torch.Tensor, max_shift: int, seed: int) -> torch.Tensor:
-    """Exercise 2: every image of ``X`` (``(N, 784)``) moved by its own random shift in ``-max_shift .. max_shift``.
+    """Exercise 2: every image of ``X`` (``(N, 784)``) moved by its own random shift in ``-max_shift
+    .. max_shift``.
 
     The shifts are ``torch.randint(-max_shift, max_shift + 1, (N,),
     generator=torch.Generator().manual_seed(seed))``, black filled in.
@@ -298,7 +358,8 @@ def random_shifts(X: torch.Tensor, max_shift: int, seed: int) -> torch.Tensor:
 
 
 def distance_ratio(points: torch.Tensor) -> float:
-    """The mean over points of (distance to the nearest other point) / (distance to the farthest)."""
+    """The mean over points of (distance to the nearest other point) / (distance to the
+    farthest)."""
     d = torch.cdist(points, points)
     d.fill_diagonal_(float("inf"))
     nearest = d.min(dim=1).values
@@ -308,7 +369,8 @@ def distance_ratio(points: torch.Tensor) -> float:
 
 
 def distance_ratios(dims=DIMS, n_points: int = N_POINTS, seed: int = POINT_SEED) -> list[float]:
-    """Figure 6.4: for each ``d``, ``torch.manual_seed(seed); torch.rand(n_points, d)`` and its ratio.
+    """Figure 6.4: for each ``d``, ``torch.manual_seed(seed); torch.rand(n_points, d)`` and its
+    ratio.
 
     Seeds torch's global generator (call inside ``fork_rng``). About 0.89 at
     ``d = 784``, as the chapter prints.
@@ -321,12 +383,18 @@ def distance_ratios(dims=DIMS, n_points: int = N_POINTS, seed: int = POINT_SEED)
 
 
 def exercise5(hidden: int = 1000) -> dict[str, float | int]:
-    """Exercise 5: first-layer weights on a 224x224x3 input, their float32 megabytes, and with 7x7x3 patches."""
+    """Exercise 5: first-layer weights on a 224x224x3 input, their float32 megabytes, and with 7x7x3
+    patches."""
     full = 224 * 224 * 3 * hidden
-    return {"first_layer_params": full, "first_layer_mb": full * 4 / 1e6, "patch_params": 7 * 7 * 3 * hidden}
+    return {
+        "first_layer_params": full,
+        "first_layer_mb": full * 4 / 1e6,
+        "patch_params": 7 * 7 * 3 * hidden,
+    }
 
 
 # ------------------------------------------------------------------ answers
+
 
 def _compute_exact() -> dict:
     data = load_split(SPLIT_SEED)
@@ -353,7 +421,7 @@ def _compute_exact_at_threads() -> dict:
         torch.set_num_threads(previous)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _exact() -> dict:
     # once per batch of gradings when the grader names a cache folder (autograder.answers_cache)
     from autograder.answers_cache import cached
@@ -406,7 +474,9 @@ def trained_answers(X_tr=None, y_tr=None, X_val=None, y_val=None, X_test=None, y
         from autograder.answers_cache import cached
 
         # once per batch of gradings (per data) when the grader names a cache folder
-        _TRAINED[key] = cached(f"when_it_fails.trained.{key[:32]}", lambda: _train_on(*given), sources=(__file__,))
+        _TRAINED[key] = cached(
+            f"when_it_fails.trained.{key[:32]}", lambda: _train_on(*given), sources=(__file__,)
+        )
     return copy.deepcopy(_TRAINED[key])
 
 
@@ -452,15 +522,25 @@ def chapter_run(sweep: bool = True) -> dict:
             y_aug = y_tr.repeat(1 + len(AUG_SEEDS))
             net_aug = train_mlp(X_aug, y_aug, epochs=AUG_EPOCHS)
             out["aug_accs"] = [accuracy(net_aug, shift_right(X_val, s), y_val) for s in SHIFTS]
-            y_random = y_tr[torch.randperm(N_FIT, generator=torch.Generator().manual_seed(LABEL_SEED))]
+            y_random = y_tr[
+                torch.randperm(N_FIT, generator=torch.Generator().manual_seed(LABEL_SEED))
+            ]
             net_memo = train_mlp(X_tr, y_random, hidden=MEMO_HIDDEN, epochs=MEMO_EPOCHS)
             out["memo_train_acc"] = accuracy(net_memo, X_tr, y_random)
             out["memo_val_acc"] = accuracy(net_memo, X_val, y_val)
             if sweep:
                 out["sweep_errors"] = {
-                    n: [1 - accuracy(train_mlp(X_tr[:n], y_tr[:n], hidden=h, epochs=SWEEP_EPOCHS), X_val, y_val)
-                        for h in WIDTHS]
-                    for n in SWEEP_SIZES}
+                    n: [
+                        1
+                        - accuracy(
+                            train_mlp(X_tr[:n], y_tr[:n], hidden=h, epochs=SWEEP_EPOCHS),
+                            X_val,
+                            y_val,
+                        )
+                        for h in WIDTHS
+                    ]
+                    for n in SWEEP_SIZES
+                }
     finally:
         torch.set_num_threads(previous)
     return out

@@ -91,8 +91,10 @@ def _shift_count(pixels, width: int, name: str = "pixels") -> int:
     except TypeError:
         raise TypeError(f"{name} must be an integer, got {type(pixels).__name__}") from None
     if not 1 <= pixels <= width - 1:
-        raise ValueError(f"{name} must be between 1 and {width - 1} (the last axis is {width} wide), "
-                         f"got {pixels}")
+        raise ValueError(
+            f"{name} must be between 1 and {width - 1} (the last axis is {width} wide), "
+            f"got {pixels}"
+        )
     return pixels
 
 
@@ -159,10 +161,17 @@ def peak(m: torch.Tensor) -> tuple[tuple[int, int], float, tuple[int, int], floa
     if not isinstance(m, torch.Tensor):
         raise TypeError(f"m must be a torch.Tensor, got {type(m).__name__}")
     if m.dim() == 0 or m.numel() == 0:
-        raise ValueError(f"m must be a non-empty tensor with at least one axis, got shape {tuple(m.shape)}")
+        raise ValueError(
+            f"m must be a non-empty tensor with at least one axis, got shape {tuple(m.shape)}"
+        )
     width = m.shape[-1]
     high, low = int(m.argmax()), int(m.argmin())
-    return divmod(high, width), round(m.max().item(), 4), divmod(low, width), round(m.min().item(), 4)
+    return (
+        divmod(high, width),
+        round(m.max().item(), 4),
+        divmod(low, width),
+        round(m.min().item(), 4),
+    )
 
 
 def window_sum(image: torch.Tensor, kernel: torch.Tensor, bias, row: int, col: int) -> float:
@@ -200,7 +209,9 @@ def window_sum(image: torch.Tensor, kernel: torch.Tensor, bias, row: int, col: i
     if image.dim() != 2:
         raise ValueError(f"image must be 2-D (H, W), got shape {tuple(image.shape)}")
     if kernel.dim() != 2 or kernel.shape[0] != kernel.shape[1] or kernel.shape[0] == 0:
-        raise ValueError(f"kernel must be a square 2-D (k, k) tensor, got shape {tuple(kernel.shape)}")
+        raise ValueError(
+            f"kernel must be a square 2-D (k, k) tensor, got shape {tuple(kernel.shape)}"
+        )
     if isinstance(bias, torch.Tensor) and bias.numel() != 1:
         raise ValueError(f"bias must be one number, got a tensor of shape {tuple(bias.shape)}")
     k = kernel.shape[0]
@@ -214,11 +225,13 @@ def window_sum(image: torch.Tensor, kernel: torch.Tensor, bias, row: int, col: i
         except TypeError:
             raise TypeError(f"{name} must be an integer, got {type(value).__name__}") from None
         if not 0 <= value <= size - k:
-            raise ValueError(f"a {k} by {k} window at {name} {value} does not fit in an image "
-                             f"{size} wide along that axis (0 <= {name} <= {size - k})")
+            raise ValueError(
+                f"a {k} by {k} window at {name} {value} does not fit in an image "
+                f"{size} wide along that axis (0 <= {name} <= {size - k})"
+            )
         coords.append(value)
     row, col = coords
-    window = image[row:row + k, col:col + k]
+    window = image[row : row + k, col : col + k]
     with torch.no_grad():
         total = (kernel * window).sum() + bias
     return total.item()
@@ -254,8 +267,10 @@ def compare_shared(maps_moved: torch.Tensor, maps: torch.Tensor, pixels: int) ->
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
     if maps_moved.shape != maps.shape:
-        raise ValueError(f"maps_moved {tuple(maps_moved.shape)} and maps {tuple(maps.shape)} "
-                         "must have the same shape")
+        raise ValueError(
+            f"maps_moved {tuple(maps_moved.shape)} and maps {tuple(maps.shape)} "
+            "must have the same shape"
+        )
     if maps.dim() == 0:
         raise ValueError("the maps must have at least one axis")
     pixels = _shift_count(pixels, maps.shape[-1])
@@ -265,6 +280,7 @@ def compare_shared(maps_moved: torch.Tensor, maps: torch.Tensor, pixels: int) ->
 # ---------------------------------------------------------------------------
 # The lesson's models and data
 # ---------------------------------------------------------------------------
+
 
 def mlp() -> nn.Sequential:
     """Lesson 4.5.2's network before its first step (``image_loop.mlp``).
@@ -298,8 +314,10 @@ def load_models() -> tuple[nn.Sequential, nn.Sequential]:
     """
     for path in (NETWORK_FILE, LINEAR_FILE):
         if not path.is_file():
-            raise FileNotFoundError(f"{path} is missing: it is committed with the assignment, and "
-                                    "autograder.training.train_where_mlps_fail(folder) rewrites it")
+            raise FileNotFoundError(
+                f"{path} is missing: it is committed with the assignment, and "
+                "autograder.training.train_where_mlps_fail(folder) rewrites it"
+            )
     with torch.random.fork_rng(devices=[]):
         network = mlp()
         linear = linear_model()
@@ -308,7 +326,7 @@ def load_models() -> tuple[nn.Sequential, nn.Sequential]:
     return network.eval(), linear.eval()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _test_data() -> tuple[torch.Tensor, torch.Tensor, tuple[str, ...]]:
     from autograder.data import as_tensors, fashion_mnist
 
@@ -330,8 +348,9 @@ def load_test_images() -> tuple[torch.Tensor, torch.Tensor, tuple[str, ...]]:
     return images.clone(), labels.clone(), classes
 
 
-def accuracy(model: nn.Module, images: torch.Tensor, labels: torch.Tensor,
-             batch_size: int = BATCH_SIZE) -> float:
+def accuracy(
+    model: nn.Module, images: torch.Tensor, labels: torch.Tensor, batch_size: int = BATCH_SIZE
+) -> float:
     """Lesson 4.5.2's ``accuracy`` on tensors in memory, in the loader's batches.
 
     Puts ``model`` in eval mode and returns ``correct / total`` (a Python
@@ -351,8 +370,10 @@ def accuracy(model: nn.Module, images: torch.Tensor, labels: torch.Tensor,
 # The lesson's computations, one function per exercise
 # ---------------------------------------------------------------------------
 
-def lab1(network: nn.Module, linear: nn.Module, images: torch.Tensor, labels: torch.Tensor,
-         classes) -> dict:
+
+def lab1(
+    network: nn.Module, linear: nn.Module, images: torch.Tensor, labels: torch.Tensor, classes
+) -> dict:
     """Lab Exercise 1, "The Linear Model, Read by Column and Moved" (Solution 1).
 
     Returns the contract's q1 names: ``weight_shape``, ``bias_shape``,
@@ -441,30 +462,44 @@ def lab2(network: nn.Module, images: torch.Tensor, labels: torch.Tensor, classes
 
     torch.manual_seed(42)
     conv = nn.Conv2d(1, 16, kernel_size=5)
-    out["conv_parameters"] = {name: (tuple(p.shape), p.numel()) for name, p in conv.named_parameters()}
+    out["conv_parameters"] = {
+        name: (tuple(p.shape), p.numel()) for name, p in conv.named_parameters()
+    }
     moved = torch.roll(sneaker, shifts=2, dims=2)
     with torch.no_grad():
         maps = conv(sneaker)
         maps_moved = conv(moved)
     out["maps_shape"] = tuple(maps.shape)
-    out["maps"], out["maps_moved"] = maps, maps_moved  # q2_4 compares them, or the student's maps (carried)
+    # q2_4 compares them, or the student's maps (carried)
+    out["maps"], out["maps_moved"] = maps, maps_moved
     out["filter3_by_hand"] = window_sum(sneaker[0, 0], conv.weight[3, 0], conv.bias[3], 12, 9)
     out["filter3_layer"] = maps[0, 3, 12, 9].item()
     out["down_rows_both_hold"] = bool(torch.allclose(maps_moved[:, :, 2:], maps[:, :, :-2]))
     out["down_whole_height"] = bool(torch.allclose(maps_moved, torch.roll(maps, shifts=2, dims=2)))
-    out["sneaker_edge_rows_lit"] = ((sneaker[0, 0, :2] > 0).any().item(),
-                                    (sneaker[0, 0, -2:] > 0).any().item())
+    out["sneaker_edge_rows_lit"] = (
+        (sneaker[0, 0, :2] > 0).any().item(),
+        (sneaker[0, 0, -2:] > 0).any().item(),
+    )
     params = sum(p.numel() for p in conv.parameters())
     # side, a 128-unit first layer's weights (nn.Linear(side * side, 128).weight.numel()),
     # the convolution's parameters, its multiplications per image
-    out["cost_table"] = [(side, side * side * 128, params, (side - 4) * (side - 4) * 16 * 25)
-                         for side in (28, 56, 112)]
+    out["cost_table"] = [
+        (side, side * side * 128, params, (side - 4) * (side - 4) * 16 * 25)
+        for side in (28, 56, 112)
+    ]
     return out
 
 
-def edges_values(x: torch.Tensor, vertical: torch.Tensor, horizontal: torch.Tensor, *,
-                 network: nn.Module | None = None, classes=None) -> dict:
-    """The edges.py assignment's quantities, computed from a given ``x``, ``vertical``, ``horizontal``.
+def edges_values(
+    x: torch.Tensor,
+    vertical: torch.Tensor,
+    horizontal: torch.Tensor,
+    *,
+    network: nn.Module | None = None,
+    classes=None,
+) -> dict:
+    """The edges.py assignment's quantities, computed from a given ``x``, ``vertical``,
+    ``horizontal``.
 
     Lesson 4.5.3, "Assignment: An Edge Filter Written by Hand" (its
     Solution), from the line ``edges = F.conv2d(x, vertical)`` on. The
@@ -499,8 +534,11 @@ def edges_values(x: torch.Tensor, vertical: torch.Tensor, horizontal: torch.Tens
     """
     from matplotlib.figure import Figure  # no pyplot: the caller's backend is untouched
 
-    for name, t, shape in (("x", x, (1, 1, 28, 28)), ("vertical", vertical, (1, 1, 3, 3)),
-                           ("horizontal", horizontal, (1, 1, 3, 3))):
+    for name, t, shape in (
+        ("x", x, (1, 1, 28, 28)),
+        ("vertical", vertical, (1, 1, 3, 3)),
+        ("horizontal", horizontal, (1, 1, 3, 3)),
+    ):
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
         if tuple(t.shape) != shape:
@@ -524,7 +562,10 @@ def edges_values(x: torch.Tensor, vertical: torch.Tensor, horizontal: torch.Tens
         flat_edges = F.conv2d(x, horizontal)
         out["flat_edges"] = flat_edges
         out["flat_edges_peak"] = peak(flat_edges)
-        out["absolute_sums"] = (round(edges.abs().sum().item(), 2), round(flat_edges.abs().sum().item(), 2))
+        out["absolute_sums"] = (
+            round(edges.abs().sum().item(), 2),
+            round(flat_edges.abs().sum().item(), 2),
+        )
 
     fig = Figure(figsize=(12, 4))
     axes = fig.subplots(1, 3)
@@ -532,8 +573,10 @@ def edges_values(x: torch.Tensor, vertical: torch.Tensor, horizontal: torch.Tens
     limit = edges.abs().max().item()
     for ax, m in ((axes[1], edges), (axes[2], flat_edges)):
         ax.imshow(m[0, 0].cpu().numpy(), cmap="coolwarm", vmin=-limit, vmax=limit)
-    out["fig"] = {"n_axes": len(fig.axes),
-                  "image_shapes": [tuple(ax.images[0].get_array().shape) for ax in axes]}
+    out["fig"] = {
+        "n_axes": len(fig.axes),
+        "image_shapes": [tuple(ax.images[0].get_array().shape) for ax in axes],
+    }
 
     if network is not None:
         classes = _test_data()[2] if classes is None else classes
@@ -546,7 +589,9 @@ def edges_values(x: torch.Tensor, vertical: torch.Tensor, horizontal: torch.Tens
     return out
 
 
-def edges_assignment(network: nn.Module, images: torch.Tensor, labels: torch.Tensor, classes) -> dict:
+def edges_assignment(
+    network: nn.Module, images: torch.Tensor, labels: torch.Tensor, classes
+) -> dict:
     """The assignment "An Edge Filter Written by Hand" (edges.py, its Solution).
 
     Returns the contract's q3 names: ``x``, ``trouser_class``, ``vertical``,
@@ -557,7 +602,12 @@ def edges_assignment(network: nn.Module, images: torch.Tensor, labels: torch.Ten
     rows = [[-1.0, 0.0, 1.0], [-1.0, 0.0, 1.0], [-1.0, 0.0, 1.0]]
     vertical = torch.tensor(rows).view(1, 1, 3, 3)
     horizontal = vertical.transpose(2, 3)
-    out = {"x": x, "trouser_class": classes[int(labels[2])], "vertical": vertical, "horizontal": horizontal}
+    out = {
+        "x": x,
+        "trouser_class": classes[int(labels[2])],
+        "vertical": vertical,
+        "horizontal": horizontal,
+    }
     out.update(edges_values(x, vertical, horizontal, network=network, classes=classes))
     return out
 
@@ -584,8 +634,10 @@ def answer4(network: nn.Module, linear: nn.Module, images: torch.Tensor) -> dict
         "changed": ((row_moved - row).abs() > 1e-4).sum().item(),
         "at_272": row[0, 272].item(),
         "at_274": row_moved[0, 274].item(),
-        "model_counts": (sum(p.numel() for p in network.parameters()),
-                         sum(p.numel() for p in linear.parameters())),
+        "model_counts": (
+            sum(p.numel() for p in network.parameters()),
+            sum(p.numel() for p in linear.parameters()),
+        ),
     }
 
 
@@ -618,12 +670,16 @@ def _compute_at_threads() -> dict:
         torch.set_num_threads(previous)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _answers() -> dict:
     # once per batch of gradings when the grader names a cache folder (autograder.answers_cache)
     from autograder.answers_cache import cached
 
-    return cached("where_mlps_fail.answers", _compute_at_threads, sources=(__file__, NETWORK_FILE, LINEAR_FILE))
+    return cached(
+        "where_mlps_fail.answers",
+        _compute_at_threads,
+        sources=(__file__, NETWORK_FILE, LINEAR_FILE),
+    )
 
 
 def answers() -> dict:

@@ -75,7 +75,8 @@ Tolerances, and why:
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -135,18 +136,23 @@ def _short(value: Any) -> str:
 
 
 def _wire(value: Any) -> Any:
-    if isinstance(value, np.ndarray):  # a copy of a read-only array (the cached test crops): torch wants to write
+    # a copy of a read-only array (the cached test crops): torch wants to write
+    if isinstance(value, np.ndarray):
         value = np.ascontiguousarray(value)
         return torch.from_numpy(value if value.flags.writeable else value.copy())
     return value
 
 
 def call(name: str, adapter: Any, func: Any, *args: Any) -> Any:
-    """Call the student's ``func`` (named ``name``) through ``call_with_arrays``; any error is a CheckFailure."""
+    """Call the student's ``func`` (named ``name``) through ``call_with_arrays``; any error is a
+    CheckFailure."""
     expect_callable(name, func)
     if adapter is None or adapter is Ellipsis or not callable(adapter):
-        raise CheckFailure("`call_with_arrays` is not defined: keep the first code cell's line "
-                           "`from ib_support import call_with_arrays` (the grader calls your functions through it).")
+        raise CheckFailure(
+            "`call_with_arrays` is not defined: keep the first code cell's line "
+            "`from ib_support import call_with_arrays` (the grader calls your functions through "
+            "it)."
+        )
     shown = f"{name}({', '.join(_short(a) for a in args)})"
     try:
         result = adapter(func, *[_wire(a) for a in args])
@@ -166,32 +172,36 @@ def _close(actual: np.ndarray, expected: np.ndarray, tol: float) -> bool:
 
 def _rel(a: np.ndarray, b: np.ndarray) -> float:
     """Squared-norm relative difference of ``a`` from ``b``."""
-    return float(((a - b) ** 2).sum() / max((b ** 2).sum(), 1e-300))
+    return float(((a - b) ** 2).sum() / max((b**2).sum(), 1e-300))
 
 
 def _reference_targets() -> list[tuple[str, Callable]]:
-    """``(name, reference target function)`` in the order of ``TARGETS`` (the first axis of the learning curves)."""
+    """``(name, reference target function)`` in the order of ``TARGETS`` (the first axis of the
+    learning curves)."""
     ib = _ref()
     functions = {"equivariant": ib.equivariant_target, "vignetted": ib.vignetted_target}
     return [(t, functions[t]) for t in ib.TARGETS]
 
 
 def _lesson_inputs() -> list[tuple[str, np.ndarray]]:
-    """The crops the article's experiments call the student's functions on: ``X_test`` and seed 0's pool.
+    """The crops the article's experiments call the student's functions on: ``X_test`` and seed 0's
+    pool.
 
-    Every function is also checked on these exact arrays, not only on the property tests' random ones: a
-    function could tell random arrays (standard normal, not multiples of 1/255, at most a few crops) from the
-    lesson's and be right on the first only.
+    Every function is also checked on these exact arrays, not only on the property tests' random
+    ones: a function could tell random arrays (standard normal, not multiples of 1/255, at most a
+    few crops) from the lesson's and be right on the first only.
     """
     ib = _ref()
-    return [("X_test", ib.test_crops()),
-            ("crops(1024, np.random.default_rng(0))", ib.crops(ib.POOL_SIZE, np.random.default_rng(0)))]
+    return [
+        ("X_test", ib.test_crops()),
+        ("crops(1024, np.random.default_rng(0))", ib.crops(ib.POOL_SIZE, np.random.default_rng(0))),
+    ]
 
 
 def _numbers(shown: str, value: Any) -> np.ndarray:
-    """``np.asarray(value)`` of what a student's function returned, refusing text first: NumPy pads every string
-    of a list to the longest one, so a list of one string of a million characters and 399 empty ones (1 MB sent)
-    became an array of 1.6 GB (a thirty-fifth hostile review).
+    """``np.asarray(value)`` of what a student's function returned, refusing text first: NumPy pads
+    every string of a list to the longest one, so a list of one string of a million characters and
+    399 empty ones (1 MB sent) would become an array of 1.6 GB.
 
     Raises:
         CheckFailure: naming ``shown``, when ``value`` holds strings or bytes.
@@ -199,8 +209,12 @@ def _numbers(shown: str, value: Any) -> np.ndarray:
     stack = [value]
     while stack:  # at most the items the judge decoded (autograder.channel.MAX_NODES)
         item = stack.pop()
-        if isinstance(item, (str, bytes)) or (isinstance(item, np.ndarray) and item.dtype.kind in "USO"):
-            raise CheckFailure(f"`{shown}` returned text, not numbers: return a NumPy array of floats.")
+        if isinstance(item, (str, bytes)) or (
+            isinstance(item, np.ndarray) and item.dtype.kind in "USO"
+        ):
+            raise CheckFailure(
+                f"`{shown}` returned text, not numbers: return a NumPy array of floats."
+            )
         if isinstance(item, (list, tuple)):
             stack.extend(item)
     return np.asarray(value)
@@ -208,12 +222,14 @@ def _numbers(shown: str, value: Any) -> np.ndarray:
 
 # ---------------------------------------------------------------- q1: crops
 
+
 def check_q1(crops: Callable, X_test: Any, call_with_arrays: Any) -> None:
-    """``crops(n, rng)``: shape, range, the article's draw order (so determinism), and ``X_test``."""
+    """``crops(n, rng)``: shape, range, the article's draw order (so determinism), and
+    ``X_test``."""
     ib = _ref()
     expect_callable("crops", crops)
 
-    # n from 1: the lesson never asks for no crops, and np.stack of an empty list raises (a thirteenth review)
+    # n from 1: the lesson never asks for no crops, and np.stack of an empty list raises
     @given(st.integers(1, 6), st.integers(0, 2**31 - 1))
     def matches_reference(n, seed):
         got = call("crops", call_with_arrays, crops, n, {"rng_seed": seed})
@@ -224,11 +240,15 @@ def check_q1(crops: Callable, X_test: Any, call_with_arrays: Any) -> None:
             raise CheckFailure(f"`{shown}` has values outside [0, 1]: scale the images to [0, 1].")
         again = call("crops", call_with_arrays, crops, n, {"rng_seed": seed})
         if not np.array_equal(_numbers(shown, again), got):
-            raise CheckFailure(f"`{shown}` gives different crops on two calls with fresh generators of the same "
-                               "seed: draw only from `rng`.")
+            raise CheckFailure(
+                f"`{shown}` gives different crops on two calls with fresh generators of the same "
+                "seed: draw only from `rng`."
+            )
         if not np.array_equal(got, ib.crops(n, np.random.default_rng(seed))):
-            raise CheckFailure(f"`{shown}` does not draw the article's crops: for each crop draw the image index, "
-                               "then the top row, then the left column, from `rng`.")
+            raise CheckFailure(
+                f"`{shown}` does not draw the article's crops: for each crop draw the image index, "
+                "then the top row, then the left column, from `rng`."
+            )
 
     run_property(matches_reference)
     x = expect_array("X_test", X_test, (ib.N_TEST, 16, 16))
@@ -238,17 +258,21 @@ def check_q1(crops: Callable, X_test: Any, call_with_arrays: Any) -> None:
 
 
 def _expect_float64(name: str, array: np.ndarray) -> None:
-    """Crops are float64 (NumPy's default float): in float32 every later answer computed from them (``SIGMA``,
-    the errors) moves by more than its tolerance (2e-8 to 1e-4 of the value, a thirteenth hostile review)."""
+    """Crops are float64 (NumPy's default float): in float32 every later answer computed from them
+    (``SIGMA``, the errors) moves by more than its tolerance (2e-8 to 1e-4 of the value)."""
     if array.dtype != np.float64:
-        raise CheckFailure(f"`{name}` has dtype {array.dtype}, but it should be float64 (NumPy's default float): "
-                           "the later answers are computed from the crops in float64.")
+        raise CheckFailure(
+            f"`{name}` has dtype {array.dtype}, but it should be float64 (NumPy's default float): "
+            "the later answers are computed from the crops in float64."
+        )
 
 
 # ---------------------------------------------------------------- q2: neigh
 
+
 def check_q2(neigh: Callable, call_with_arrays: Any) -> None:
-    """``neigh`` against the reference on random arrays (property test): exact, wrap-around, layout."""
+    """``neigh`` against the reference on random arrays (property test): exact, wrap-around,
+    layout."""
     _raise(_neigh_failure(neigh, call_with_arrays))
 
 
@@ -259,7 +283,9 @@ def _raise(failure: CheckFailure | None) -> None:
 
 def _neigh_failure(neigh: Any, call_with_arrays: Any) -> CheckFailure | None:
     """q2's verdict on ``neigh``, decided once per grading (:func:`autograder.checks.once`)."""
-    return once("neigh", (neigh, call_with_arrays), lambda: _neigh_property(neigh, call_with_arrays))
+    return once(
+        "neigh", (neigh, call_with_arrays), lambda: _neigh_property(neigh, call_with_arrays)
+    )
 
 
 def _neigh_property(neigh: Any, call_with_arrays: Any) -> None:
@@ -274,21 +300,36 @@ def _neigh_property(neigh: Any, call_with_arrays: Any) -> None:
         expect_array(shown, got, (n, 256, 25))
         expected = ib.neigh(x)
         if not np.array_equal(got, expected):
-            inner = np.array_equal(got.reshape(n, 16, 16, 25)[:, 2:-2, 2:-2], expected.reshape(n, 16, 16, 25)[:, 2:-2, 2:-2])
-            hint = (" It is right away from the borders: the borders must wrap around (np.roll), not be padded."
-                    if inner else " Check the order: out[i, 16*r + c, 5*(a+2) + (b+2)] = x[i, (r+a) % 16, (c+b) % 16].")
-            raise CheckFailure(f"`{shown}` has the right shape, but {int((got != expected).sum())} of its "
-                               f"{got.size} values are wrong.{hint}")
+            inner = np.array_equal(
+                got.reshape(n, 16, 16, 25)[:, 2:-2, 2:-2],
+                expected.reshape(n, 16, 16, 25)[:, 2:-2, 2:-2],
+            )
+            hint = (
+                " It is right away from the borders: the borders must wrap around (np.roll), not "
+                "be padded."
+                if inner
+                else " Check the order: out[i, 16*r + c, 5*(a+2) + (b+2)] = x[i, (r+a) % 16, (c+b) "
+                     "% 16]."
+            )
+            raise CheckFailure(
+                f"`{shown}` has the right shape, but {int((got != expected).sum())} of its "
+                f"{got.size} values are wrong.{hint}"
+            )
 
     run_property(matches_reference)
     for shown, x in _lesson_inputs():
-        got = expect_array(f"neigh({shown})", call("neigh", call_with_arrays, neigh, x), (len(x), 256, 25))
+        got = expect_array(
+            f"neigh({shown})", call("neigh", call_with_arrays, neigh, x), (len(x), 256, 25)
+        )
         if not np.array_equal(got, ib.neigh(x)):
-            raise CheckFailure(f"`neigh({shown})` is wrong on the lesson's own crops (the property test's random "
-                               "arrays are not the only inputs it is checked on).")
+            raise CheckFailure(
+                f"`neigh({shown})` is wrong on the lesson's own crops (the property test's random "
+                "arrays are not the only inputs it is checked on)."
+            )
 
 
 # ---------------------------------------------------------------- q3: equivariant target
+
 
 def _target_property(name: str, func: Callable, adapter: Any, expected_options: Callable) -> None:
     expect_callable(name, func)
@@ -306,16 +347,23 @@ def _target_property(name: str, func: Callable, adapter: Any, expected_options: 
     for shown, x in _lesson_inputs():
         got = expect_array(f"{name}({shown})", call(name, adapter, func, x), x.shape)
         if not any(e is not None and _close(got, e, SUM_TOL) for e in expected_options(x)):
-            raise CheckFailure(f"`{name}({shown})` is wrong on the lesson's own crops (the property test's random "
-                               "arrays are not the only inputs it is checked on).")
+            raise CheckFailure(
+                f"`{name}({shown})` is wrong on the lesson's own crops (the property test's random "
+                "arrays are not the only inputs it is checked on)."
+            )
 
 
 def _substantial(own: Any, expected: np.ndarray) -> np.ndarray | None:
-    """``own`` when it is a finite array shaped like ``expected`` holding :data:`MIN_ENERGY` of its energy, else ``None``."""
-    if not (isinstance(own, np.ndarray) and own.shape == expected.shape and own.dtype.kind in "biuf"
-            and np.isfinite(own).all()):
+    """``own`` when it is a finite array shaped like ``expected`` holding :data:`MIN_ENERGY` of its
+    energy, else ``None``."""
+    if not (
+        isinstance(own, np.ndarray)
+        and own.shape == expected.shape
+        and own.dtype.kind in "biuf"
+        and np.isfinite(own).all()
+    ):
         return None
-    return own if (own.astype(float) ** 2).sum() >= MIN_ENERGY * (expected ** 2).sum() else None
+    return own if (own.astype(float) ** 2).sum() >= MIN_ENERGY * (expected**2).sum() else None
 
 
 def _student_neigh_or_none(neigh: Any, adapter: Any, x: np.ndarray):
@@ -330,43 +378,73 @@ def _student_neigh_or_none(neigh: Any, adapter: Any, x: np.ndarray):
         nb = call("neigh", adapter, neigh, x)
     except CheckFailure:
         return None
-    if not (isinstance(nb, np.ndarray) and nb.shape == (len(x), 256, 25) and nb.dtype.kind in "biuf"
-            and np.isfinite(nb).all()):
+    if not (
+        isinstance(nb, np.ndarray)
+        and nb.shape == (len(x), 256, 25)
+        and nb.dtype.kind in "biuf"
+        and np.isfinite(nb).all()
+    ):
         return None
-    pixels = np.append(x.ravel(), 0.0).astype(np.float32)  # float32: a copy the student cast is a copy too
-    if not np.isin(nb.astype(np.float32), pixels).all() or np.linalg.matrix_rank(nb.reshape(-1, 25)) < 25:
+    # float32: a copy the student cast is a copy too
+    pixels = np.append(x.ravel(), 0.0).astype(np.float32)
+    if (
+        not np.isin(nb.astype(np.float32), pixels).all()
+        or np.linalg.matrix_rank(nb.reshape(-1, 25)) < 25
+    ):
         return None
     return nb
 
 
-def check_q3(K: Any, equivariant_target: Callable, gap_equivariant: Any, neigh: Any, call_with_arrays: Any,
-             *, carry_forward: bool = False) -> None:
-    """The kernel, the circular cross-correlation (on the student's own ``neigh`` too), and the gap 0.
+def check_q3(
+    K: Any,
+    equivariant_target: Callable,
+    gap_equivariant: Any,
+    neigh: Any,
+    call_with_arrays: Any,
+    *,
+    carry_forward: bool = False,
+) -> None:
+    """The kernel, the circular cross-correlation (on the student's own ``neigh`` too), and the gap
+    0.
 
-    ``carry_forward``: the gap of a target built on a wrong ``neigh`` may be its own (module docstring)."""
+    ``carry_forward``: the gap of a target built on a wrong ``neigh`` may be its own (module
+    docstring)."""
     ib = _ref()
     k = expect_array("K", K, (5, 5))
     if not _close(k, ib.edge_kernel(), SUM_TOL):
         flipped = _close(k, ib.edge_kernel()[::-1, ::-1], SUM_TOL)
-        raise CheckFailure("`K` has the right shape but the wrong values."
-                           + (" It is the kernel flipped: the target is a cross-correlation, K[u, v] = -v exp(...)"
-                              " with u the row offset and v the column offset." if flipped else ""))
+        raise CheckFailure(
+            "`K` has the right shape but the wrong values."
+            + (
+                " It is the kernel flipped: the target is a cross-correlation, K[u, v] = -v "
+                "exp(...)"
+                " with u the row offset and v the column offset."
+                if flipped
+                else ""
+            )
+        )
     _raise(_equivariant_failure(equivariant_target, neigh, call_with_arrays))
     gap = expect_number("gap_equivariant", gap_equivariant)
     # the student's own gap only for a target that is not the reference's (built on a wrong `neigh`)
     reference = _equivariant_is_reference(equivariant_target, neigh, call_with_arrays)
-    if abs(gap) > GAP_EXACT_TOL and (reference or not carry_forward
-                                     or not _own_gap_agrees(gap, equivariant_target, call_with_arrays, GAP_EXACT_TOL)):
-        raise CheckFailure("`gap_equivariant` is not 0: compare T(shift(x)) with shift(T(x)) on X_test[:50], "
-                           "shift = np.roll by (3, 5) on the last two axes." + _not_carried([] if reference else ["neigh"]))
+    if abs(gap) > GAP_EXACT_TOL and (
+        reference
+        or not carry_forward
+        or not _own_gap_agrees(gap, equivariant_target, call_with_arrays, GAP_EXACT_TOL)
+    ):
+        raise CheckFailure(
+            "`gap_equivariant` is not 0: compare T(shift(x)) with shift(T(x)) on X_test[:50], "
+            "shift = np.roll by (3, 5) on the last two axes."
+            + _not_carried([] if reference else ["neigh"])
+        )
 
 
 def _equivariant_failure(target: Any, neigh: Any, adapter: Any) -> CheckFailure | None:
-    """q3's verdict on ``equivariant_target`` (the reference's values, or, for a ``neigh`` that failed q2, the
-    student's own ``neigh``'s with the reference kernel), decided once per grading.
+    """q3's verdict on ``equivariant_target`` (the reference's values, or, for a ``neigh`` that
+    failed q2, the student's own ``neigh``'s with the reference kernel), decided once per grading.
 
-    A ``neigh`` that passed q2 is the reference's here: called again, it could answer the target's inputs with
-    whatever makes a wrong target match.
+    A ``neigh`` that passed q2 is the reference's here: called again, it could answer the target's
+    inputs with whatever makes a wrong target match.
     """
     ib = _ref()
     kflat = ib.edge_kernel().ravel()
@@ -378,18 +456,28 @@ def _equivariant_failure(target: Any, neigh: Any, adapter: Any) -> CheckFailure 
         own = None if nb is None else _substantial((nb @ kflat).reshape(x.shape), expected)
         return [expected, own]
 
-    return once("equivariant_target", (target, neigh, adapter),
-                lambda: _target_property("equivariant_target", target, adapter, options))
+    return once(
+        "equivariant_target",
+        (target, neigh, adapter),
+        lambda: _target_property("equivariant_target", target, adapter, options),
+    )
 
 
 def _equivariant_is_reference(target: Any, neigh: Any, adapter: Any) -> bool:
-    """Whether ``equivariant_target`` is graded as the reference's: it passed q3 on a ``neigh`` that passed q2."""
-    return _neigh_failure(neigh, adapter) is None and _equivariant_failure(target, neigh, adapter) is None
+    """Whether ``equivariant_target`` is graded as the reference's: it passed q3 on a ``neigh`` that
+    passed q2."""
+    return (
+        _neigh_failure(neigh, adapter) is None
+        and _equivariant_failure(target, neigh, adapter) is None
+    )
 
 
-def _vignetted_failure(target: Any, equivariant_target: Any, adapter: Any, neigh: Any = None) -> CheckFailure | None:
-    """q4's verdict on ``vignetted_target`` (the reference's values, or, for an ``equivariant_target`` not graded
-    as the reference's, the student's own ``equivariant_target(gain * x)``), decided once per grading."""
+def _vignetted_failure(
+    target: Any, equivariant_target: Any, adapter: Any, neigh: Any = None
+) -> CheckFailure | None:
+    """q4's verdict on ``vignetted_target`` (the reference's values, or, for an
+    ``equivariant_target`` not graded as the reference's, the student's own
+    ``equivariant_target(gain * x)``), decided once per grading."""
     ib = _ref()
     ref_gain = ib.vignette_gain()
     own_target = not _equivariant_is_reference(equivariant_target, neigh, adapter)
@@ -397,61 +485,101 @@ def _vignetted_failure(target: Any, equivariant_target: Any, adapter: Any, neigh
     def options(x):
         expected = ib.vignetted_target(x)
         try:
-            own = (_substantial(call("equivariant_target", adapter, equivariant_target, ref_gain * x), expected)
-                   if own_target else None)
+            own = (
+                _substantial(
+                    call("equivariant_target", adapter, equivariant_target, ref_gain * x), expected
+                )
+                if own_target
+                else None
+            )
         except CheckFailure:
             own = None
         return [expected, own]
 
-    return once("vignetted_target", (target, equivariant_target, adapter, neigh),
-                lambda: _target_property("vignetted_target", target, adapter, options))
+    return once(
+        "vignetted_target",
+        (target, equivariant_target, adapter, neigh),
+        lambda: _target_property("vignetted_target", target, adapter, options),
+    )
 
 
 def _vignetted_is_reference(target: Any, equivariant_target: Any, neigh: Any, adapter: Any) -> bool:
-    """Whether ``vignetted_target`` is graded as the reference's: it passed q4 on an equivariant target that is."""
-    return (_equivariant_is_reference(equivariant_target, neigh, adapter)
-            and _vignetted_failure(target, equivariant_target, adapter, neigh) is None)
+    """Whether ``vignetted_target`` is graded as the reference's: it passed q4 on an equivariant
+    target that is."""
+    return (
+        _equivariant_is_reference(equivariant_target, neigh, adapter)
+        and _vignetted_failure(target, equivariant_target, adapter, neigh) is None
+    )
 
 
 # ---------------------------------------------------------------- q4: vignetted target
 
-def check_q4(gain: Any, vignetted_target: Callable, gap_vignetted: Any, equivariant_target: Any,
-             call_with_arrays: Any, neigh: Any = None, *, carry_forward: bool = False) -> None:
-    """The vignette, the vignetted target (on the student's own equivariant target too), the gap 0.34.
 
-    ``carry_forward``: the gap of a target built on a wrong ``equivariant_target`` may be its own (module
-    docstring)."""
+def check_q4(
+    gain: Any,
+    vignetted_target: Callable,
+    gap_vignetted: Any,
+    equivariant_target: Any,
+    call_with_arrays: Any,
+    neigh: Any = None,
+    *,
+    carry_forward: bool = False,
+) -> None:
+    """The vignette, the vignetted target (on the student's own equivariant target too), the gap
+    0.34.
+
+    ``carry_forward``: the gap of a target built on a wrong ``equivariant_target`` may be its own
+    (module docstring)."""
     ib = _ref()
     g = expect_array("gain", gain, (16, 16))
     if not _close(g, ib.vignette_gain(), SUM_TOL):
-        raise CheckFailure("`gain` has the right shape but the wrong values (1 at the centre (7.5, 7.5), "
-                           "0.3 at the corners).")
+        raise CheckFailure(
+            "`gain` has the right shape but the wrong values (1 at the centre (7.5, 7.5), "
+            "0.3 at the corners)."
+        )
     _raise(_vignetted_failure(vignetted_target, equivariant_target, call_with_arrays, neigh))
     gap = expect_number("gap_vignetted", gap_vignetted)
     # the student's own gap only for a target that is not the reference's
-    reference = _vignetted_is_reference(vignetted_target, equivariant_target, neigh, call_with_arrays)
-    if (abs(gap - ib.equivariance_gap("vignetted", ib.test_crops()[:50])) > GAP_TOL
-            and (reference or not carry_forward
-                 or not _own_gap_agrees(gap, vignetted_target, call_with_arrays, GAP_TOL))):
-        raise CheckFailure("`gap_vignetted` has the right type but the wrong value: the largest "
-                           "|T(shift(x)) - shift(T(x))| over X_test[:50]."
-                           + _not_carried([] if reference else
-                                          ["neigh" if _neigh_failure(neigh, call_with_arrays) is not None
-                                           else "equivariant_target"]))
+    reference = _vignetted_is_reference(
+        vignetted_target, equivariant_target, neigh, call_with_arrays
+    )
+    if abs(gap - ib.equivariance_gap("vignetted", ib.test_crops()[:50])) > GAP_TOL and (
+        reference
+        or not carry_forward
+        or not _own_gap_agrees(gap, vignetted_target, call_with_arrays, GAP_TOL)
+    ):
+        raise CheckFailure(
+            "`gap_vignetted` has the right type but the wrong value: the largest "
+            "|T(shift(x)) - shift(T(x))| over X_test[:50]."
+            + _not_carried(
+                []
+                if reference
+                else [
+                    "neigh"
+                    if _neigh_failure(neigh, call_with_arrays) is not None
+                    else "equivariant_target"
+                ]
+            )
+        )
 
 
 def _not_carried(wrong: list[str] | set[str]) -> str:
-    """A failure's second sentence when earlier functions ``wrong`` failed their own questions and errors are not
-    carried forward (``carry_forward=False``): the answer is graded against the reference's."""
+    """A failure's second sentence when earlier functions ``wrong`` failed their own questions and
+    errors are not carried forward (``carry_forward=False``): the answer is graded against the
+    reference's."""
     if not wrong:
         return ""
     names = ", ".join(f"`{n}`" for n in sorted(wrong))
-    return (f" Your {names} failed its own question, and errors are not carried forward through functions here: "
-            "this answer is graded against the reference's.")
+    return (
+        f" Your {names} failed its own question, and errors are not carried forward through "
+        f"functions here: "
+        "this answer is graded against the reference's."
+    )
 
 
 def _own_gap_agrees(gap: float, target: Any, adapter: Any, tol: float) -> bool:
-    """Errors carried forward: the gap of the student's own target (it failed its own check already)."""
+    """Errors carried forward: the gap of the student's own target (it failed its own check
+    already)."""
     ib = _ref()
     x = ib.test_crops()[:50]
     try:
@@ -459,17 +587,23 @@ def _own_gap_agrees(gap: float, target: Any, adapter: Any, tol: float) -> bool:
         b = ib.shift_image(_numbers("target(crops)", call("target", adapter, target, x)))
     except CheckFailure:
         return False
-    return a.shape == b.shape == x.shape and abs(gap - float(np.abs(a - b).max())) <= max(tol, 1e-9 * abs(gap))
+    return a.shape == b.shape == x.shape and abs(gap - float(np.abs(a - b).max())) <= max(
+        tol, 1e-9 * abs(gap)
+    )
 
 
 # ---------------------------------------------------------------- q5: fit and predict
 
+
 def _fit_predict(fit, predict, adapter, model, X, Y, Xnew):
     params = call(f"fit('{model}', X, Y)", adapter, fit, model, X, Y)
     if not isinstance(params, np.ndarray):
-        raise CheckFailure(f"`fit('{model}', X, Y)` should return a NumPy array, but it returns {describe_type(params)}.")
-    # finite numbers (complex for shared16's spectrum): a twenty-seventh hostile review's fit returned NaN and kept
-    # the real parameters in a global for its predict, and every comparison with a NaN difference was false
+        raise CheckFailure(
+            f"`fit('{model}', X, Y)` should return a NumPy array, but it returns "
+            f"{describe_type(params)}."
+        )
+    # finite numbers (complex for shared16's spectrum): a fit that returns NaN and keeps the real
+    # parameters in a global for its predict makes every comparison with a NaN difference false
     params = expect_array(f"fit('{model}', X, Y)", params, complex_ok=True)
     got = call(f"predict('{model}', params, X)", adapter, predict, model, params, Xnew)
     shown = f"predict('{model}', fit('{model}', X, Y), X_new) with X of shape {X.shape}"
@@ -484,27 +618,41 @@ def _expected_predictions(model, X, Y, Xnew, nb=None, nb_new=None):
         if model == "conv":
             p = np.linalg.lstsq(nb.reshape(-1, 25), Y.reshape(-1), rcond=None)[0]
             return (nb_new @ p).reshape(Xnew.shape)
-        p = np.stack([np.linalg.lstsq(nb[:, j], Y.reshape(n, 256)[:, j], rcond=None)[0] for j in range(256)])
+        p = np.stack(
+            [np.linalg.lstsq(nb[:, j], Y.reshape(n, 256)[:, j], rcond=None)[0] for j in range(256)]
+        )
         return np.einsum("ndk,dk->nd", nb_new, p).reshape(Xnew.shape)
     return ib.predict(model, ib.fit(model, X, Y), Xnew)
 
 
 def _expect_layout(model: str, params: Any, expected: np.ndarray) -> None:
-    """``fit``'s parameters laid out as the question says (``ib.fit``'s shapes), and the minimum-norm ones."""
+    """``fit``'s parameters laid out as the question says (``ib.fit``'s shapes), and the
+    minimum-norm ones."""
     shown = f"fit('{model}', X, Y)"
-    layout = {"conv": "(25,), laid out like neigh's last axis", "shared16": "(16, 16), the kernel's 2-D DFT",
-              "local5": "(256, 25), one 5x5 kernel per output pixel", "full": "(256, 256), with y = x_flat @ p"}[model]
+    layout = {
+        "conv": "(25,), laid out like neigh's last axis",
+        "shared16": "(16, 16), the kernel's 2-D DFT",
+        "local5": "(256, 25), one 5x5 kernel per output pixel",
+        "full": "(256, 256), with y = x_flat @ p",
+    }[model]
     params = _numbers(shown, params)
     if np.shape(params) != expected.shape:
-        raise CheckFailure(f"`{shown}` returns parameters of shape {np.shape(params)}; the question asks for "
-                           f"{layout}.")
+        raise CheckFailure(
+            f"`{shown}` returns parameters of shape {np.shape(params)}; the question asks for "
+            f"{layout}."
+        )
     difference = float((np.abs(params - expected) ** 2).sum())
-    if not difference <= FIT_TOL * max(float((np.abs(expected) ** 2).sum()), 1e-300):  # NaN fails too
-        raise CheckFailure(f"`{shown}` predicts right, but its parameters are not the minimum-norm least-squares "
-                           f"ones laid out as the question says: {layout}.")
+    # NaN fails too
+    if not difference <= FIT_TOL * max(float((np.abs(expected) ** 2).sum()), 1e-300):
+        raise CheckFailure(
+            f"`{shown}` predicts right, but its parameters are not the minimum-norm least-squares "
+            f"ones laid out as the question says: {layout}."
+        )
 
 
-def check_q5(N_PARAMS: Any, fit: Callable, predict: Callable, neigh: Any, call_with_arrays: Any) -> None:
+def check_q5(
+    N_PARAMS: Any, fit: Callable, predict: Callable, neigh: Any, call_with_arrays: Any
+) -> None:
     """Parameter counts, and each model's predictions equal the minimum-norm least-squares ones.
 
     Cases: overdetermined and underdetermined training sets of random crops
@@ -524,14 +672,18 @@ def check_q5(N_PARAMS: Any, fit: Callable, predict: Callable, neigh: Any, call_w
 
 def _fit_predict_failure(fit: Any, predict: Any, neigh: Any, adapter: Any) -> CheckFailure | None:
     """q5's verdict on ``fit`` and ``predict``, decided once per grading."""
-    return once("fit_predict", (fit, predict, neigh, adapter),
-                lambda: _least_squares_property(fit, predict, adapter, neigh))
+    return once(
+        "fit_predict",
+        (fit, predict, neigh, adapter),
+        lambda: _least_squares_property(fit, predict, adapter, neigh),
+    )
 
 
-def _prediction_options(model: str, X: np.ndarray, Y: np.ndarray, Xnew: np.ndarray, neigh: Any,
-                        adapter: Any) -> list[np.ndarray]:
-    """The least-squares predictions q5 accepts: the reference's, and for conv and local5 also those built on
-    the student's own ``neigh`` when it failed q2 (one that passed is the reference's)."""
+def _prediction_options(
+    model: str, X: np.ndarray, Y: np.ndarray, Xnew: np.ndarray, neigh: Any, adapter: Any
+) -> list[np.ndarray]:
+    """The least-squares predictions q5 accepts: the reference's, and for conv and local5 also those
+    built on the student's own ``neigh`` when it failed q2 (one that passed is the reference's)."""
     options = [_expected_predictions(model, X, Y, Xnew)]
     if model in ("conv", "local5") and _neigh_failure(neigh, adapter) is not None:
         nb, nb_new = (_student_neigh_or_none(neigh, adapter, a) for a in (X, Xnew))
@@ -540,8 +692,11 @@ def _prediction_options(model: str, X: np.ndarray, Y: np.ndarray, Xnew: np.ndarr
     return options
 
 
-def _least_squares_property(fit: Callable, predict: Callable, call_with_arrays: Any, neigh: Any) -> None:
-    """q5's test of ``fit`` and ``predict``: each model's predictions are the minimum-norm least-squares ones.
+def _least_squares_property(
+    fit: Callable, predict: Callable, call_with_arrays: Any, neigh: Any
+) -> None:
+    """q5's test of ``fit`` and ``predict``: each model's predictions are the minimum-norm
+    least-squares ones.
 
     The conv and local models may also be right on the student's own
     neighbourhoods (``neigh``, when sensible).
@@ -551,9 +706,14 @@ def _least_squares_property(fit: Callable, predict: Callable, call_with_arrays: 
     expect_callable("predict", predict)
     cases = {"conv": (1, 3), "shared16": (1, 2), "local5": (4, 40), "full": (3, 300)}
 
-    # crops also a thousand times fainter: lstsq's cutoff is relative to the largest singular value, and an
-    # eleventh hostile review's absolute cutoff (pw > 1e-6) was right on crops in [0, 1] only
-    @given(st.sampled_from(MODELS), st.integers(0, 1), st.integers(0, 2**31 - 1), st.sampled_from([1.0, 1e-3]))
+    # crops also a thousand times fainter: lstsq's cutoff is relative to the largest singular value,
+    # and an absolute cutoff (pw > 1e-6) is right on crops in [0, 1] only
+    @given(
+        st.sampled_from(MODELS),
+        st.integers(0, 1),
+        st.integers(0, 2**31 - 1),
+        st.sampled_from([1.0, 1e-3]),
+    )
     def matches_least_squares(model, which, seed, scale):
         n = cases[model][which]
         rng = np.random.default_rng(seed)
@@ -563,30 +723,58 @@ def _least_squares_property(fit: Callable, predict: Callable, call_with_arrays: 
         options = _prediction_options(model, X, Y, Xnew, neigh, call_with_arrays)
         if not any(_rel(got, e) <= FIT_TOL for e in options):
             under = {"conv": False, "shared16": False, "local5": n < 25, "full": n < 256}[model]
-            raise CheckFailure(f"`{shown}` differs from the least-squares predictions"
-                               + (" (this training set is underdetermined: return the minimum-norm solution, "
-                                  "as np.linalg.lstsq does)." if under else "."))
-        # on the reference's neighbourhoods: the question's layout, and nb (conv and local5 are laid out like the
-        # student's own neigh when it failed q2, so they keep their layout then: errors carried forward)
-        own_layout = model in ("conv", "local5") and _neigh_failure(neigh, call_with_arrays) is not None
+            raise CheckFailure(
+                f"`{shown}` differs from the least-squares predictions"
+                + (
+                    " (this training set is underdetermined: return the minimum-norm solution, "
+                    "as np.linalg.lstsq does)."
+                    if under
+                    else "."
+                )
+            )
+        # on the reference's neighbourhoods: the question's layout, and nb (conv and local5 are laid
+        # out like the student's own neigh when it failed q2, so they keep their layout then: errors
+        # carried forward)
+        own_layout = (
+            model in ("conv", "local5") and _neigh_failure(neigh, call_with_arrays) is not None
+        )
         if _rel(got, options[0]) <= FIT_TOL and not own_layout:
             _expect_layout(model, params, ib.fit(model, X, Y))
             if model in ("conv", "local5"):
                 other = rng.random(Xnew.shape)
-                given_nb = call(f"predict('{model}', params, X, nb)", call_with_arrays, predict, model, params, Xnew,
-                                ib.neigh(other))
-                shown_nb = (f"predict('{model}', params, X, nb) with nb = neigh(X2), the neighbourhoods of other "
-                            "crops X2")
-                if not _rel(expect_array(shown_nb, given_nb, Xnew.shape), ib.predict(model, params, other)) <= FIT_TOL:
-                    raise CheckFailure(f"`{shown_nb}` does not predict from `nb`: when `nb` is given it is the "
-                                       "precomputed neigh(X), used instead of computing neigh(X) again.")
+                given_nb = call(
+                    f"predict('{model}', params, X, nb)",
+                    call_with_arrays,
+                    predict,
+                    model,
+                    params,
+                    Xnew,
+                    ib.neigh(other),
+                )
+                shown_nb = (
+                    f"predict('{model}', params, X, nb) with nb = neigh(X2), the neighbourhoods of "
+                    f"other "
+                    "crops X2"
+                )
+                if (
+                    not _rel(
+                        expect_array(shown_nb, given_nb, Xnew.shape),
+                        ib.predict(model, params, other),
+                    )
+                    <= FIT_TOL
+                ):
+                    raise CheckFailure(
+                        f"`{shown_nb}` does not predict from `nb`: when `nb` is given it is the "
+                        "precomputed neigh(X), used instead of computing neigh(X) again."
+                    )
 
     run_property(matches_least_squares)
 
-    # Faint texture: crops 0.8 plus 1e-6 or 1e-8 of random contrast, whose singular values (frequencies) lie far
-    # below the largest yet far above lstsq's cutoff (rcond=None: about 1e-13 of it). A twelfth hostile review's
-    # fit with rcond=1e-4 (conv), or a shared16 cutoff of 1e-5, was right on every other input, and is 100 %
-    # wrong here; np.linalg.pinv agrees with lstsq to 5e-13 (FIT_TOL is 1e-6).
+    # Faint texture: crops 0.8 plus 1e-6 or 1e-8 of random contrast, whose singular values
+    # (frequencies) lie far below the largest yet far above lstsq's cutoff (rcond=None: about 1e-13
+    # of it). A fit with rcond=1e-4 (conv), or a shared16 cutoff of 1e-5, is right on every other
+    # input, and 100 % wrong here; np.linalg.pinv agrees with lstsq to
+    # 5e-13 (FIT_TOL is 1e-6).
     rng = np.random.default_rng(11)
     for contrast in (1e-6, 1e-8):
         for model in MODELS:
@@ -596,31 +784,37 @@ def _least_squares_property(fit: Callable, predict: Callable, call_with_arrays: 
                 got, shown, _ = _fit_predict(fit, predict, call_with_arrays, model, X, Y, Xnew)
                 options = _prediction_options(model, X, Y, Xnew, neigh, call_with_arrays)
                 if not any(_rel(got, e) <= FIT_TOL for e in options):
-                    raise CheckFailure(f"`{shown}` is wrong on crops of faint texture (0.8 plus {contrast:g} of "
-                                       "random contrast): keep every singular value (frequency) above lstsq's own "
-                                       "cutoff (rcond=None), not a larger one.")
+                    raise CheckFailure(
+                        f"`{shown}` is wrong on crops of faint texture (0.8 plus {contrast:g} of "
+                        "random contrast): keep every singular value (frequency) above lstsq's own "
+                        "cutoff (rcond=None), not a larger one."
+                    )
 
-    # The structured input: every crop constant down each column, so fft2(X) is zero (up to rounding)
-    # off row 0 of the frequencies; the minimum-norm solution sets those frequencies to zero.
+    # The structured input: every crop constant down each column, so fft2(X) is zero (up to
+    # rounding) off row 0 of the frequencies; the minimum-norm solution sets those frequencies to
+    # zero.
     rng = np.random.default_rng(5)
     X = np.repeat(rng.random((3, 1, 16)), 16, axis=1)
     Y = ib.equivariant_target(X)
     Xnew = rng.random((4, 16, 16))
     got, shown, _ = _fit_predict(fit, predict, call_with_arrays, "shared16", X, Y, Xnew)
     if not _rel(got, _expected_predictions("shared16", X, Y, Xnew)) <= FIT_TOL:
-        raise CheckFailure(f"`{shown}` is wrong on crops that are constant down each column: frequencies that "
-                           "the training crops do not excite must be set to 0 (lstsq's cutoff), not divided "
-                           "by their rounding-level power.")
+        raise CheckFailure(
+            f"`{shown}` is wrong on crops that are constant down each column: frequencies that "
+            "the training crops do not excite must be set to 0 (lstsq's cutoff), not divided "
+            "by their rounding-level power."
+        )
     _lesson_cells(fit, predict, call_with_arrays, neigh)
 
 
 def _lesson_cells(fit: Callable, predict: Callable, adapter: Any, neigh: Any) -> None:
-    """q5 on the learning curves' own inputs: seed 0's cells from the student's ``fit`` and ``predict``.
+    """q5 on the learning curves' own inputs: seed 0's cells from the student's ``fit`` and
+    ``predict``.
 
-    The exact arrays the article's loop fits (the first n of seed 0's 1,024 crops, each target plus seed 0's
-    noise) and predicts (``X_test``), scored with the reference's relative error against the reference's
-    cells (:func:`_cells_agree`). The conv and local models only when ``neigh`` passed q2 (built on the
-    student's own ``neigh``, they are graded on the property tests alone).
+    The exact arrays the article's loop fits (the first n of seed 0's 1,024 crops, each target plus
+    seed 0's noise) and predicts (``X_test``), scored with the reference's relative error against
+    the reference's cells (:func:`_cells_agree`). The conv and local models only when ``neigh``
+    passed q2 (built on the student's own ``neigh``, they are graded on the property tests alone).
     """
     ib = _ref()
     rng = np.random.default_rng(0)
@@ -636,15 +830,20 @@ def _lesson_cells(fit: Callable, predict: Callable, adapter: Any, neigh: Any) ->
             for k, n in enumerate(ib.SIZES):
                 got, shown, _ = _fit_predict(fit, predict, adapter, m, x_tr[:n], y_tr[:n], x_test)
                 cell = np.full((1, 1, 1, 1), ib.relative_error(got, y_test))
-                if _cells_agree(cell, expected[t_i:t_i + 1, m_i:m_i + 1, k:k + 1], (n,), models=(m,)):
-                    raise CheckFailure(f"`predict('{m}', fit('{m}', X, Y), X_test)` is not the least-squares "
-                                       f"prediction on the learning curves' own inputs (X the first {n} of "
-                                       f"crops(1024, np.random.default_rng(0)), Y its {t} target plus seed 0's "
-                                       "noise); the property test's random crops are not the only inputs it is "
-                                       "checked on.")
+                if _cells_agree(
+                    cell, expected[t_i : t_i + 1, m_i : m_i + 1, k : k + 1], (n,), models=(m,)
+                ):
+                    raise CheckFailure(
+                        f"`predict('{m}', fit('{m}', X, Y), X_test)` is not the least-squares "
+                        f"prediction on the learning curves' own inputs (X the first {n} of "
+                        f"crops(1024, np.random.default_rng(0)), Y its {t} target plus seed 0's "
+                        "noise); the property test's random crops are not the only inputs it is "
+                        "checked on."
+                    )
 
 
 # ---------------------------------------------------------------- q6: relative error
+
 
 def check_q6(rel_err: Callable, call_with_arrays: Any) -> None:
     """``rel_err(Y_hat, Y)`` against the reference on random arrays."""
@@ -665,28 +864,39 @@ def _rel_err_property(rel_err: Callable, call_with_arrays: Any) -> None:
         rng = np.random.default_rng(seed)
         y = rng.standard_normal((n, 16, 16))
         y_hat = y + rng.standard_normal((n, 16, 16)) * rng.random()
-        got = expect_number(f"rel_err(Y_hat, Y) for arrays of shape {y.shape}",
-                            call("rel_err", call_with_arrays, rel_err, y_hat, y))
+        got = expect_number(
+            f"rel_err(Y_hat, Y) for arrays of shape {y.shape}",
+            call("rel_err", call_with_arrays, rel_err, y_hat, y),
+        )
         if not math.isclose(got, ib.relative_error(y_hat, y), rel_tol=1e-9, abs_tol=1e-15):
-            raise CheckFailure("`rel_err(Y_hat, Y)` is wrong: the squared error summed over all entries, "
-                               "divided by the true targets' energy sum(Y**2).")
+            raise CheckFailure(
+                "`rel_err(Y_hat, Y)` is wrong: the squared error summed over all entries, "
+                "divided by the true targets' energy sum(Y**2)."
+            )
 
     run_property(matches)
-    # the learning curves' own arrays: each target on X_test, against real predictions (each model fitted to
-    # the first 16 of seed 0's crops) and against itself
+    # the learning curves' own arrays: each target on X_test, against real predictions (each model
+    # fitted to the first 16 of seed 0's crops) and against itself
     x_fit, x_test = ib.crops(16, np.random.default_rng(0)), ib.test_crops()
     for t, target in _reference_targets():
         y_test = target(x_test)
-        for y_hat in [y_test] + [ib.predict(m, ib.fit(m, x_fit, target(x_fit)), x_test) for m in MODELS]:
-            got = expect_number("rel_err(Y_hat, Y) on the learning curves' own arrays",
-                                call("rel_err", call_with_arrays, rel_err, y_hat, y_test))
+        for y_hat in [y_test] + [
+            ib.predict(m, ib.fit(m, x_fit, target(x_fit)), x_test) for m in MODELS
+        ]:
+            got = expect_number(
+                "rel_err(Y_hat, Y) on the learning curves' own arrays",
+                call("rel_err", call_with_arrays, rel_err, y_hat, y_test),
+            )
             if not math.isclose(got, ib.relative_error(y_hat, y_test), rel_tol=1e-9, abs_tol=1e-15):
-                raise CheckFailure(f"`rel_err(Y_hat, Y)` is wrong on the learning curves' own arrays (Y the {t} "
-                                   "target of X_test); the property test's random arrays are not the only inputs "
-                                   "it is checked on.")
+                raise CheckFailure(
+                    f"`rel_err(Y_hat, Y)` is wrong on the learning curves' own arrays (Y the {t} "
+                    "target of X_test); the property test's random arrays are not the only inputs "
+                    "it is checked on."
+                )
 
 
 # ---------------------------------------------------------------- q7, q8: experiments
+
 
 class _Own:
     """The student's own pipeline, called from the judge (errors carried forward).
@@ -702,7 +912,9 @@ class _Own:
     called as the student's (``own`` names them).
     """
 
-    def __init__(self, adapter, fit, predict, rel_err, equivariant_target, vignetted_target, neigh=None):
+    def __init__(
+        self, adapter, fit, predict, rel_err, equivariant_target, vignetted_target, neigh=None
+    ):
         ib = _ref()
         self.adapter = adapter
         self.own = set()
@@ -712,18 +924,29 @@ class _Own:
             return lambda *args: call(name, adapter, func, *args)
 
         self.targets = {
-            "equivariant": (ib.equivariant_target if _equivariant_is_reference(equivariant_target, neigh, adapter)
-                            else student("equivariant_target", equivariant_target)),
-            "vignetted": (ib.vignetted_target
-                          if _vignetted_is_reference(vignetted_target, equivariant_target, neigh, adapter)
-                          else student("vignetted_target", vignetted_target)),
+            "equivariant": (
+                ib.equivariant_target
+                if _equivariant_is_reference(equivariant_target, neigh, adapter)
+                else student("equivariant_target", equivariant_target)
+            ),
+            "vignetted": (
+                ib.vignetted_target
+                if _vignetted_is_reference(vignetted_target, equivariant_target, neigh, adapter)
+                else student("vignetted_target", vignetted_target)
+            ),
         }
-        if _neigh_failure(neigh, adapter) is None and _fit_predict_failure(fit, predict, neigh, adapter) is None:
+        if (
+            _neigh_failure(neigh, adapter) is None
+            and _fit_predict_failure(fit, predict, neigh, adapter) is None
+        ):
             self.fit, self.predict = ib.fit, ib.predict
         else:
             self.fit, self.predict = student("fit", fit), student("predict", predict)
-        self.rel_err = (ib.relative_error if _rel_err_failure(rel_err, adapter) is None
-                        else student("rel_err", rel_err))
+        self.rel_err = (
+            ib.relative_error
+            if _rel_err_failure(rel_err, adapter) is None
+            else student("rel_err", rel_err)
+        )
 
     def target(self, t, x):
         return _numbers(f"{t}_target(x)", self.targets[t](x))
@@ -734,7 +957,8 @@ class _Own:
         return float(self.rel_err(_numbers(f"predict('{model}', ...)", pred), Y_test))
 
     def degenerate(self) -> str | None:
-        """Why the student's pipeline cannot carry errors forward (it would make the answers trivial), or ``None``.
+        """Why the student's pipeline cannot carry errors forward (it would make the answers
+        trivial), or ``None``.
 
         Probes: each target on 20 test crops is not (nearly) zero;
         ``rel_err(Y, Y)`` is 0, ``rel_err(Y / 2, Y)`` clearly positive, and
@@ -751,15 +975,29 @@ class _Own:
             y = ib.equivariant_target(x)
             perfect = float(self.rel_err(y, y))
             half = float(self.rel_err(0.5 * y, y))
-            if not (math.isfinite(perfect) and abs(perfect) <= 1e-9 and math.isfinite(half) and half >= 1e-3):
+            if not (
+                math.isfinite(perfect)
+                and abs(perfect) <= 1e-9
+                and math.isfinite(half)
+                and half >= 1e-3
+            ):
                 return "`rel_err` is not 0 for a perfect prediction and positive for a wrong one"
-            # ...and grows with the error: a step (0 when equal, else 1) passes the two probes above but
-            # makes every learning-curve cell 1 (the reference gives 0.55 times 1e-6, 1e-4, 1e-2, 0.25 here)
+            # ...and grows with the error: a step (0 when equal, else 1) passes the two probes above
+            # but makes every learning-curve cell 1 (the reference gives 0.55 times 1e-6, 1e-4,
+            # 1e-2, 0.25 here)
             y_all = ib.equivariant_target(ib.test_crops())  # the shape the experiments score
-            d = ib.predict("full", ib.fit("full", x_fit, ib.equivariant_target(x_fit)), ib.test_crops()) - y_all
+            d = (
+                ib.predict(
+                    "full", ib.fit("full", x_fit, ib.equivariant_target(x_fit)), ib.test_crops()
+                )
+                - y_all
+            )
             growth = [float(self.rel_err(y_all + t * d, y_all)) for t in REL_ERR_STEPS]
-            if not (all(math.isfinite(r) for r in growth) and growth[0] < 1e-2
-                    and all(a < b for a, b in zip(growth, growth[1:]))):
+            if not (
+                all(math.isfinite(r) for r in growth)
+                and growth[0] < 1e-2
+                and all(a < b for a, b in zip(growth, growth[1:]))
+            ):
                 return "`rel_err` does not grow with the error of the prediction"
             y_fit = ib.equivariant_target(x_fit)
             for m in MODELS:
@@ -767,21 +1005,35 @@ class _Own:
                 pred = _numbers(f"predict('{m}', ...)", self.predict(m, params, x))
                 if _substantial(pred, y) is None:
                     return f"`predict('{m}', ...)` gives (nearly) zeros"
-                # least squares is linear in the targets: a prediction that ignores them (a constant,
-                # the input crops) passes the probe above but makes every cell trivial
+                # least squares is linear in the targets: a prediction that ignores them (a
+                # constant, the input crops) passes the probe above but makes every cell trivial
                 params2 = self.fit(m, x_fit, 2 * y_fit)
                 pred2 = _numbers(f"predict('{m}', ...)", self.predict(m, params2, x))
-                if pred2.shape != pred.shape or not np.allclose(pred2, 2 * pred, rtol=1e-6,
-                                                                atol=1e-6 * float(np.abs(pred).max())):
-                    return (f"`predict('{m}', ...)` does not follow the targets `fit` was given "
-                            "(fitted to twice the targets, it should predict twice as much)")
+                if pred2.shape != pred.shape or not np.allclose(
+                    pred2, 2 * pred, rtol=1e-6, atol=1e-6 * float(np.abs(pred).max())
+                ):
+                    return (
+                        f"`predict('{m}', ...)` does not follow the targets `fit` was given "
+                        "(fitted to twice the targets, it should predict twice as much)"
+                    )
         except (CheckFailure, TypeError, ValueError) as err:
             return f"your functions could not be called ({str(err)[:200]})"
         return None
 
 
-def check_q7(SIGMA: Any, noise_free: Any, fit, predict, rel_err, equivariant_target, vignetted_target,
-             call_with_arrays, neigh=None, *, carry_forward: bool = False) -> None:
+def check_q7(
+    SIGMA: Any,
+    noise_free: Any,
+    fit,
+    predict,
+    rel_err,
+    equivariant_target,
+    vignetted_target,
+    call_with_arrays,
+    neigh=None,
+    *,
+    carry_forward: bool = False,
+) -> None:
     """The noise sd and the noise-free errors (1,024 crops of seed 0).
 
     ``carry_forward``: graded on the student's own functions when they differ (module docstring)."""
@@ -808,23 +1060,32 @@ def check_q7(SIGMA: Any, noise_free: Any, fit, predict, rel_err, equivariant_tar
     right_sigma = math.isclose(sigma, ib.noise_sd(), rel_tol=1e-9)
     if right_sigma and agrees(noise_free, ref_free):
         return
-    # Errors carried forward: the same quantities from the student's own functions (by default only from functions
-    # graded as the reference's, which _Own replaces by the reference's: then nothing but values is carried)
+    # Errors carried forward: the same quantities from the student's own functions (by default only
+    # from functions graded as the reference's, which _Own replaces by the reference's: then nothing
+    # but values is carried)
     own = _Own(call_with_arrays, fit, predict, rel_err, equivariant_target, vignetted_target, neigh)
     if not carry_forward and own.own:
         if not right_sigma:
-            raise CheckFailure("`SIGMA` is wrong: 0.1 times the root mean square of the equivariant target on "
-                               "X_test." + _not_carried(own.own))
-        raise CheckFailure("`noise_free` is wrong: fit each model to the clean targets of crops(1024, "
-                           "np.random.default_rng(0)) and score it on X_test." + _not_carried(own.own))
+            raise CheckFailure(
+                "`SIGMA` is wrong: 0.1 times the root mean square of the equivariant target on "
+                "X_test." + _not_carried(own.own)
+            )
+        raise CheckFailure(
+            "`noise_free` is wrong: fit each model to the clean targets of crops(1024, "
+            "np.random.default_rng(0)) and score it on X_test." + _not_carried(own.own)
+        )
     why = own.degenerate()
     if why is not None:
-        raise CheckFailure(f"`SIGMA` or `noise_free` differs from the reference, and cannot be graded on your own "
-                           f"functions instead: {why}.")
+        raise CheckFailure(
+            f"`SIGMA` or `noise_free` differs from the reference, and cannot be graded on your own "
+            f"functions instead: {why}."
+        )
     x_test = ib.test_crops()
     own_sigma = 0.1 * float(np.sqrt((own.target("equivariant", x_test) ** 2).mean()))
     if not math.isclose(sigma, own_sigma, rel_tol=1e-9):
-        raise CheckFailure("`SIGMA` is wrong: 0.1 times the root mean square of the equivariant target on X_test.")
+        raise CheckFailure(
+            "`SIGMA` is wrong: 0.1 times the root mean square of the equivariant target on X_test."
+        )
     x_pool = ib.crops(ib.POOL_SIZE, np.random.default_rng(0))
     own_free = {}
     for t in ib.TARGETS:
@@ -833,8 +1094,10 @@ def check_q7(SIGMA: Any, noise_free: Any, fit, predict, rel_err, equivariant_tar
             own_free[t, m] = own.error(m, x_pool, y_pool, y_test)
     fixed = {k: (0.0 if v < 1e-15 else v) for k, v in own_free.items()}
     if not agrees(noise_free, fixed):
-        raise CheckFailure("`noise_free` is wrong: fit each model to the clean targets of "
-                           "crops(1024, np.random.default_rng(0)) and score it on X_test.")
+        raise CheckFailure(
+            "`noise_free` is wrong: fit each model to the clean targets of "
+            "crops(1024, np.random.default_rng(0)) and score it on X_test."
+        )
 
 
 def _cells_agree(err: np.ndarray, expected: np.ndarray, sizes, models=MODELS) -> int:
@@ -851,45 +1114,77 @@ def _cells_agree(err: np.ndarray, expected: np.ndarray, sizes, models=MODELS) ->
     return bad
 
 
-def check_q8(err: Any, median: Any, err_min: Any, err_max: Any, fit, predict, rel_err, equivariant_target,
-             vignetted_target, SIGMA, call_with_arrays, neigh=None, *, carry_forward: bool = False) -> None:
+def check_q8(
+    err: Any,
+    median: Any,
+    err_min: Any,
+    err_max: Any,
+    fit,
+    predict,
+    rel_err,
+    equivariant_target,
+    vignetted_target,
+    SIGMA,
+    call_with_arrays,
+    neigh=None,
+    *,
+    carry_forward: bool = False,
+) -> None:
     """The learning-curve errors, cell by cell, and the median and min-max tables over seeds.
 
-    ``carry_forward``: graded on cells recomputed with the student's own functions when they differ (module
-    docstring)."""
+    ``carry_forward``: graded on cells recomputed with the student's own functions when they differ
+    (module docstring)."""
     ib = _ref()
     sizes = ib.SIZES
     e = expect_array("err", err)
     if e.ndim != 4 or e.shape[:3] != (2, 4, len(sizes)) or not 1 <= e.shape[3] <= 5:
-        raise CheckFailure(f"`err` has shape {e.shape}, but it should have shape (2, 4, 6, number of seeds).")
+        raise CheckFailure(
+            f"`err` has shape {e.shape}, but it should have shape (2, 4, 6, number of seeds)."
+        )
     seeds = tuple(range(e.shape[3]))
-    for name, value, stat in (("median", median, np.median), ("err_min", err_min, np.min),
-                              ("err_max", err_max, np.max)):
+    for name, value, stat in (
+        ("median", median, np.median),
+        ("err_min", err_min, np.min),
+        ("err_max", err_max, np.max),
+    ):
         v = expect_array(name, value, (2, 4, len(sizes)))
         if not np.allclose(v, stat(e, axis=-1), rtol=1e-12, atol=0):
-            raise CheckFailure(f"`{name}` is not the {name.replace('err_', '')} of `err` over the seeds (last axis).")
+            raise CheckFailure(
+                f"`{name}` is not the {name.replace('err_', '')} of `err` over the seeds (last "
+                f"axis)."
+            )
     expected = ib.learning_curves(seeds=seeds).errors
     bad = _cells_agree(e, expected, sizes)
     if bad == 0:
         return
-    # Errors carried forward: recompute every cell of every seed with the student's own functions (only when
-    # they differ from the reference's: a right pipeline has no error to carry forward).
-    # (by default only on functions graded as the reference's, which _Own replaces by the reference's: then only
-    # the student's SIGMA, a value, is carried forward)
+    # Errors carried forward: recompute every cell of every seed with the student's own functions
+    # (only when they differ from the reference's: a right pipeline has no error to carry forward).
+    # (by default only on functions graded as the reference's, which _Own replaces by the
+    # reference's: then only the student's SIGMA, a value, is carried forward)
     own = _Own(call_with_arrays, fit, predict, rel_err, equivariant_target, vignetted_target, neigh)
     if not carry_forward and own.own:
-        raise CheckFailure(f"`err` has {bad} of its {e.size} cells wrong (tolerances: relative 1e-6, a factor of 10 "
-                           "at the interpolation peaks)." + _not_carried(own.own))
+        raise CheckFailure(
+            f"`err` has {bad} of its {e.size} cells wrong (tolerances: relative 1e-6, a factor of "
+            f"10 "
+            "at the interpolation peaks)." + _not_carried(own.own)
+        )
     why = own.degenerate()
     if why is not None:
-        raise CheckFailure(f"`err` has {bad} of its {e.size} cells wrong, and cannot be graded on your own functions "
-                           f"instead: {why}.")
+        raise CheckFailure(
+            f"`err` has {bad} of its {e.size} cells wrong, and cannot be graded on your own "
+            f"functions "
+            f"instead: {why}."
+        )
     x_test = ib.test_crops()
     sigma = expect_number("SIGMA", SIGMA)
-    message = (f"`err` has {bad} of its {e.size} cells wrong (tolerances: relative 1e-6, a factor of 10 at the "
-               "interpolation peaks)")
-    # every cell of every seed (not a few, nor seed 0 alone: the others could be made up, or come from a
-    # broken loop over seeds), on the student's own functions; seed 0 first, and one seed at a time
+    message = (
+        f"`err` has {bad} of its {e.size} cells wrong (tolerances: relative 1e-6, a factor of 10 "
+        f"at the "
+        "interpolation peaks)"
+    )
+    # every cell of every seed (not a few, nor seed 0 alone: the others could be made up, or come
+    # from a broken loop over seeds), on the student's own functions; seed 0 first, and one seed at
+    # a time
     targets = {t: own.target(t, x_test) for t in ib.TARGETS}
     for s in seeds:
         rng = np.random.default_rng(s)
@@ -902,13 +1197,23 @@ def check_q8(err: Any, median: Any, err_min: Any, err_max: Any, fit, predict, re
                 for k, n in enumerate(sizes):
                     own_cells[t_i, m_i, k, 0] = own.error(m, x_tr[:n], y_tr[:n], targets[t])
         if s == 0 and _cells_agree(own_cells, expected[..., :1], sizes) == 0:
-            # the student's functions and SIGMA give the reference's cells: there is no error to carry forward
-            raise CheckFailure(f"{message}: your functions give the right cells, so the loop over seeds, "
-                               "models and sizes, or the crops it draws (float64, q1), is where they go wrong.")
+            # the student's functions and SIGMA give the reference's cells: there is no error to
+            # carry forward
+            raise CheckFailure(
+                f"{message}: your functions give the right cells, so the loop over seeds, "
+                "models and sizes, or the crops it draws (float64, q1), is where they go wrong."
+            )
         for t_i, t in enumerate(ib.TARGETS):
             for m_i, m in enumerate(MODELS):
                 for k, n in enumerate(sizes):
-                    cell = (slice(t_i, t_i + 1), slice(m_i, m_i + 1), slice(k, k + 1), slice(s, s + 1))
+                    cell = (
+                        slice(t_i, t_i + 1),
+                        slice(m_i, m_i + 1),
+                        slice(k, k + 1),
+                        slice(s, s + 1),
+                    )
                     mine = (slice(t_i, t_i + 1), slice(m_i, m_i + 1), slice(k, k + 1), slice(0, 1))
                     if _cells_agree(e[cell], own_cells[mine], (n,), models=(m,)):
-                        raise CheckFailure(f"{message}; e.g. seed {s}, target {t!r}, model {m!r}, n = {n}.")
+                        raise CheckFailure(
+                            f"{message}; e.g. seed {s}, target {t!r}, model {m!r}, n = {n}."
+                        )

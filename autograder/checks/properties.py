@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import traceback
-from typing import Callable
+from collections.abc import Callable
 
 import hypothesis
 import torch
@@ -34,12 +34,13 @@ GRADING = settings(
 
 
 def given(*strategies, **named_strategies) -> Callable:
-    """Hypothesis's ``given``, for a property whose failing examples keep nothing they held: Hypothesis keeps a
-    failing example's exception while it searches and shrinks, and with it the frames that hold what the
-    student's function returned (a thirty-fifth hostile review's returned 252 MB on every input but the
-    smallest: 11 of them at once, 8.3 GB). Each exception leaves with its frames' locals cleared, and those of
-    the exceptions it was raised while handling (``traceback.clear_frames``); the examples are the same (Hypothesis derandomizes by the property's own
-    source, which ``functools.wraps`` keeps)."""
+    """Hypothesis's ``given``, for a property whose failing examples keep nothing they held:
+    Hypothesis keeps a failing example's exception while it searches and shrinks, and with it the
+    frames that hold what the student's function returned (a function that returns hundreds of MB
+    on every input but the smallest would have many of them held at once). Each exception leaves
+    with its frames' locals cleared, and those of the exceptions it was raised while handling
+    (``traceback.clear_frames``); the examples are the same (Hypothesis derandomizes by the
+    property's own source, which ``functools.wraps`` keeps)."""
 
     def decorate(test: Callable) -> Callable:
         @functools.wraps(test)
@@ -48,7 +49,8 @@ def given(*strategies, **named_strategies) -> Callable:
                 return test(*args, **kwargs)
             except Exception as err:
                 seen, chained = set(), err
-                while chained is not None and id(chained) not in seen:  # the exceptions it was raised from too
+                # the exceptions it was raised from too
+                while chained is not None and id(chained) not in seen:
                     seen.add(id(chained))
                     traceback.clear_frames(chained.__traceback__)
                     chained = chained.__context__ or chained.__cause__
@@ -94,13 +96,17 @@ def run_property(test: Callable[[], None]) -> None:
         raise CheckFailure(str(first) if first is not None else INCONSISTENT) from None
 
 
-#: What a student is told when a property's failing input passed when tried again and no check said why.
-INCONSISTENT = ("the function gave different results when the same input was tried again (a property test "
-                "calls it several times): its result must depend on its arguments alone.")
+#: What a student is told when a property's failing input passed when tried again and no check said
+#: why.
+INCONSISTENT = (
+    "the function gave different results when the same input was tried again (a property test "
+    "calls it several times): its result must depend on its arguments alone."
+)
 
 
 def _first_check_failure(error: BaseException, depth: int = 0) -> CheckFailure | None:
-    """The first :class:`CheckFailure` in ``error``, the exceptions it groups, or those it was raised from."""
+    """The first :class:`CheckFailure` in ``error``, the exceptions it groups, or those it was
+    raised from."""
     if isinstance(error, CheckFailure):
         return error
     if depth > 20:

@@ -25,7 +25,8 @@ Tolerances, and why they are what they are:
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -87,7 +88,9 @@ def check_class_name(name: str, value: Any, expected: str) -> None:
     """A Fashion-MNIST class name such as "Trouser" (``test_set.classes[i]``)."""
     expect_type(name, value, str, what="a class name (str), e.g. test_set.classes[label]")
     if value != expected:
-        raise CheckFailure(f"`{name}` is the class name {short_repr(value)}, which is not the right class.")
+        raise CheckFailure(
+            f"`{name}` is the class name {short_repr(value)}, which is not the right class."
+        )
 
 
 def check_peak_value(name: str, value: Any, expected: tuple) -> None:
@@ -95,7 +98,9 @@ def check_peak_value(name: str, value: Any, expected: tuple) -> None:
     actual = tuple(expect_sequence(name, value, 4))
     for i, part in ((0, "largest entry's"), (2, "smallest entry's")):
         position = tuple(expect_sequence(f"{name}[{i}]", actual[i], 2))
-        if tuple(int(expect_int(f"{name}[{i}][{j}]", p)) for j, p in enumerate(position)) != tuple(expected[i]):
+        if tuple(int(expect_int(f"{name}[{i}][{j}]", p)) for j, p in enumerate(position)) != tuple(
+            expected[i]
+        ):
             raise CheckFailure(f"`{name}`: the {part} (row, column) is wrong.")
     for i, part in ((1, "largest value"), (3, "smallest value")):
         expect_number(f"{name}[{i}]", actual[i])
@@ -103,7 +108,9 @@ def check_peak_value(name: str, value: Any, expected: tuple) -> None:
             raise CheckFailure(f"`{name}`: the {part} is wrong.")
 
 
-def check_class_probabilities(name: str, value: Any, expected: list[tuple[str, float]], tol: float) -> None:
+def check_class_probabilities(
+    name: str, value: Any, expected: list[tuple[str, float]], tol: float
+) -> None:
     """A list of ``(class name, probability)`` pairs, one per shift."""
     actual = expect_sequence(name, value, len(expected))
     for i, (item, (cls, prob)) in enumerate(zip(actual, expected)):
@@ -111,38 +118,66 @@ def check_class_probabilities(name: str, value: Any, expected: list[tuple[str, f
         check_class_name(f"{name}[{i}][0]", pair[0], cls)
         p = expect_number(f"{name}[{i}][1]", pair[1])
         if not 0.0 <= p <= 1.0:
-            raise CheckFailure(f"`{name}[{i}][1]` is {p}, not a probability in [0, 1]: "
-                               "take the softmax over the classes, dim=1.")
+            raise CheckFailure(
+                f"`{name}[{i}][1]` is {p}, not a probability in [0, 1]: "
+                "take the softmax over the classes, dim=1."
+            )
         if abs(p - prob) > tol:
-            raise CheckFailure(f"`{name}[{i}][1]` is a probability, but not the one the network gives its class.")
+            raise CheckFailure(
+                f"`{name}[{i}][1]` is a probability, but not the one the network gives its class."
+            )
 
 
 # ---------------------------------------------------------------- q1: Lab 1
 
-def check_q1_1(weight_shape, bias_shape, true_class, predicted_class, trouser_logit_by_hand, trouser_logit,
-               trouser_weight_peak) -> None:
-    """The linear model read by column: shapes, test image 2's classes and Trouser logit, the peak weight."""
+
+def check_q1_1(
+    weight_shape,
+    bias_shape,
+    true_class,
+    predicted_class,
+    trouser_logit_by_hand,
+    trouser_logit,
+    trouser_weight_peak,
+) -> None:
+    """The linear model read by column: shapes, test image 2's classes and Trouser logit, the peak
+    weight."""
     a = _answers()
     check_shape("weight_shape", weight_shape, a["weight_shape"])
     check_shape("bias_shape", bias_shape, a["bias_shape"])
     check_class_name("true_class", true_class, a["true_class"])
     check_class_name("predicted_class", predicted_class, a["predicted_class"])
-    for name, value in (("trouser_logit_by_hand", trouser_logit_by_hand), ("trouser_logit", trouser_logit)):
+    for name, value in (
+        ("trouser_logit_by_hand", trouser_logit_by_hand),
+        ("trouser_logit", trouser_logit),
+    ):
         expect_number(name, value, a[name], abs_tol=LOGIT_TOL)
     pair = tuple(expect_sequence("trouser_weight_peak", trouser_weight_peak, 2))
     position = tuple(expect_sequence("trouser_weight_peak[0]", pair[0], 2))
-    if tuple(expect_int(f"trouser_weight_peak[0][{i}]", p) for i, p in enumerate(position)) != tuple(a["trouser_weight_peak"][0]):
-        raise CheckFailure("`trouser_weight_peak`: the (row, column) of the largest Trouser weight is wrong.")
-    expect_number("trouser_weight_peak[1]", pair[1], a["trouser_weight_peak"][1], abs_tol=ROUNDED_TOL)
+    if tuple(
+        expect_int(f"trouser_weight_peak[0][{i}]", p) for i, p in enumerate(position)
+    ) != tuple(a["trouser_weight_peak"][0]):
+        raise CheckFailure(
+            "`trouser_weight_peak`: the (row, column) of the largest Trouser weight is wrong."
+        )
+    expect_number(
+        "trouser_weight_peak[1]", pair[1], a["trouser_weight_peak"][1], abs_tol=ROUNDED_TOL
+    )
 
 
 def check_q1_2(order, scrambled_accuracy, saved_accuracy_on_mixed) -> None:
     """The reorder test: one order (seed 7) for the weight's columns and the images' pixels."""
     a = _answers()
     expect_equal("order", order, a["order"])
-    expect_number("scrambled_accuracy", scrambled_accuracy, a["scrambled_accuracy"], abs_tol=ACCURACY_TOL)
-    expect_number("saved_accuracy_on_mixed", saved_accuracy_on_mixed, a["saved_accuracy_on_mixed"],
-                  abs_tol=ACCURACY_TOL)
+    expect_number(
+        "scrambled_accuracy", scrambled_accuracy, a["scrambled_accuracy"], abs_tol=ACCURACY_TOL
+    )
+    expect_number(
+        "saved_accuracy_on_mixed",
+        saved_accuracy_on_mixed,
+        a["saved_accuracy_on_mixed"],
+        abs_tol=ACCURACY_TOL,
+    )
 
 
 def _check_accuracy_table(name: str, value: Any, expected: dict) -> None:
@@ -181,21 +216,27 @@ def check_slide_function(slide: Callable) -> None:
         h = data.draw(st.integers(1, 6), label="height")
         w = data.draw(st.integers(2, 12), label="width")
         pixels = data.draw(st.integers(1, w - 1), label="pixels")
-        # any batch shape (..., W), as the question says (an eighth hostile review indexed [:, :, :, p:]); the
-        # lesson's (N, 1, H, W) drawn most often
-        lead = data.draw(st.sampled_from([(n, 1, h), (n, 1, h), (n, 1, h), (n, 2, h), (h,), (), (n, 1, 2, h)]),
-                         label="leading dimensions")
+        # any batch shape (..., W), as the question says (a slide written as x[:, :, :, p:] works
+        # on 4-dimensional batches only); the lesson's (N, 1, H, W) drawn most often
+        lead = data.draw(
+            st.sampled_from([(n, 1, h), (n, 1, h), (n, 1, h), (n, 2, h), (h,), (), (n, 1, 2, h)]),
+            label="leading dimensions",
+        )
         x = seeded_images(data.draw, (*lead, w))
         before = x.clone()
         shown = f"slide(x, {pixels}) for x of shape {tuple(x.shape)}"
         actual = call_student("slide", slide, x, pixels)
         if changed_in_place(slide, (x, before)):
-            raise CheckFailure(f"`slide` changed its input x in place ({shown}): write into a new tensor.")
+            raise CheckFailure(
+                f"`slide` changed its input x in place ({shown}): write into a new tensor."
+            )
         expect_tensor(shown, actual, shape=x.shape, dtype=x.dtype, requires_grad=None)
         expected = reference_slide(x, pixels)
         if not torch.equal(actual, expected):
-            raise CheckFailure(f"`{shown}` is not x moved {pixels} column(s) right with black "
-                               "filled in on the left.")
+            raise CheckFailure(
+                f"`{shown}` is not x moved {pixels} column(s) right with black "
+                "filled in on the left."
+            )
 
     @given(st.data())
     def agrees_with_roll_only_on_dark_edges(data):
@@ -206,11 +247,17 @@ def check_slide_function(slide: Callable) -> None:
         dark[..., -pixels:] = 0
         rolled = torch.roll(dark, shifts=pixels, dims=3)
         if not torch.equal(call_student("slide", slide, dark, pixels), rolled):
-            raise CheckFailure(f"`slide(x, {pixels})` differs from torch.roll(x, {pixels}, dims=3) on a batch "
-                               f"whose last {pixels} column(s) are black, where the two must agree.")
-        if torch.equal(call_student("slide", slide, x, pixels), torch.roll(x, shifts=pixels, dims=3)):
-            raise CheckFailure(f"`slide(x, {pixels})` equals torch.roll on a batch whose last columns are lit: "
-                               "it wraps the right edge around instead of filling in black.")
+            raise CheckFailure(
+                f"`slide(x, {pixels})` differs from torch.roll(x, {pixels}, dims=3) on a batch "
+                f"whose last {pixels} column(s) are black, where the two must agree."
+            )
+        if torch.equal(
+            call_student("slide", slide, x, pixels), torch.roll(x, shifts=pixels, dims=3)
+        ):
+            raise CheckFailure(
+                f"`slide(x, {pixels})` equals torch.roll on a batch whose last columns are lit: "
+                "it wraps the right edge around instead of filling in black."
+            )
 
     @given(st.data())
     def convolution_is_equivariant(data):
@@ -220,17 +267,25 @@ def check_slide_function(slide: Callable) -> None:
         maps = F.conv2d(x, kernel)
         moved = F.conv2d(call_student("slide", slide, x, pixels), kernel)
         if not torch.allclose(moved[..., pixels:], maps[..., :-pixels], atol=1e-5):
-            raise CheckFailure(f"a convolution of slide(x, {pixels}) is not the convolution of x moved "
-                               f"{pixels} column(s), on the columns both hold.")
+            raise CheckFailure(
+                f"a convolution of slide(x, {pixels}) is not the convolution of x moved "
+                f"{pixels} column(s), on the columns both hold."
+            )
 
-    for prop in (matches_reference, agrees_with_roll_only_on_dark_edges, convolution_is_equivariant):
+    for prop in (
+        matches_reference,
+        agrees_with_roll_only_on_dark_edges,
+        convolution_is_equivariant,
+    ):
         run_property(prop)
 
 
 def check_q1_4(slide, slide_accuracy) -> None:
     """The black-filled shift: the function by property, and its accuracy at two pixels."""
     check_slide_function(slide)
-    expect_number("slide_accuracy", slide_accuracy, _answers()["slide_accuracy"], abs_tol=ACCURACY_TOL)
+    expect_number(
+        "slide_accuracy", slide_accuracy, _answers()["slide_accuracy"], abs_tol=ACCURACY_TOL
+    )
 
 
 def check_q1_5(trouser_classes_moved, falls_further) -> None:
@@ -241,12 +296,15 @@ def check_q1_5(trouser_classes_moved, falls_further) -> None:
         check_class_name(f"trouser_classes_moved[{i}]", actual, expected)
     expect_type("falls_further", falls_further, str, what='"network" or "linear"')
     if falls_further not in ("network", "linear"):
-        raise CheckFailure(f'`falls_further` should be "network" or "linear", not {short_repr(falls_further)}.')
+        raise CheckFailure(
+            f'`falls_further` should be "network" or "linear", not {short_repr(falls_further)}.'
+        )
     if falls_further != a["falls_further"]:
         raise CheckFailure("`falls_further` names the wrong model.")
 
 
 # ---------------------------------------------------------------- q2: Lab 2
+
 
 def check_q2_1(sneaker_moved, class_accuracy, sneaker_landing) -> None:
     """The sneaker moved down: its verdicts, three classes' accuracy, where moved sneakers land."""
@@ -262,19 +320,25 @@ def check_q2_1(sneaker_moved, class_accuracy, sneaker_landing) -> None:
     expected_landing = a["sneaker_landing"]
     expect_tensor("sneaker_landing", sneaker_landing, shape=expected_landing.shape, finite=False)
     if sneaker_landing.is_floating_point() or sneaker_landing.dtype == torch.bool:
-        raise CheckFailure(f"`sneaker_landing` has dtype {sneaker_landing.dtype}, but it should hold integer counts "
-                           "(torch.bincount gives int64).")
+        raise CheckFailure(
+            f"`sneaker_landing` has dtype {sneaker_landing.dtype}, but it should hold integer "
+            f"counts "
+            "(torch.bincount gives int64)."
+        )
     if not torch.equal(sneaker_landing.long(), expected_landing):
         raise CheckFailure("`sneaker_landing` has the right shape, but the wrong counts.")
 
 
 def check_q2_2(conv_parameters, maps_shape) -> None:
-    """nn.Conv2d(1, 16, kernel_size=5): its parameters by name, shape and count; its output's shape."""
+    """nn.Conv2d(1, 16, kernel_size=5): its parameters by name, shape and count; its output's
+    shape."""
     expected = _answers()["conv_parameters"]
     expect_type("conv_parameters", conv_parameters, dict, what="a dict {name: (shape, count)}")
     if set(conv_parameters) != set(expected):
-        raise CheckFailure(f"`conv_parameters` should have the keys {sorted(expected)}, "
-                           f"but it has {keys_shown(conv_parameters)}.")
+        raise CheckFailure(
+            f"`conv_parameters` should have the keys {sorted(expected)}, "
+            f"but it has {keys_shown(conv_parameters)}."
+        )
     for key, (shape, count) in expected.items():
         pair = tuple(expect_sequence(f"conv_parameters[{key!r}]", conv_parameters[key], 2))
         check_shape(f"conv_parameters[{key!r}][0]", pair[0], shape)
@@ -300,12 +364,21 @@ def check_window_sum_function(window_sum: Callable) -> None:
         image = seeded_images(data.draw, (h, w), lit_fraction=1.0)
         kernel = seeded_images(data.draw, (k, k), lit_fraction=1.0) - 0.5
         bias = data.draw(st.sampled_from([-0.25, 0.125, 0.5]), label="bias")
-        shown = f"window_sum(image of shape {(h, w)}, kernel of shape {(k, k)}, bias={bias}, row={row}, col={col})"
-        actual = expect_number(shown, call_student("window_sum", window_sum, image, kernel, bias, row, col))
-        expected = F.conv2d(image[None, None], kernel[None, None], torch.tensor([bias]))[0, 0, row, col].item()
+        shown = (
+            f"window_sum(image of shape {(h, w)}, kernel of shape {(k, k)}, bias={bias}, "
+            f"row={row}, col={col})"
+        )
+        actual = expect_number(
+            shown, call_student("window_sum", window_sum, image, kernel, bias, row, col)
+        )
+        expected = F.conv2d(image[None, None], kernel[None, None], torch.tensor([bias]))[
+            0, 0, row, col
+        ].item()
         if abs(actual - expected) > WINDOW_TOL:
-            raise CheckFailure(f"`{shown}` is not the window's cross-correlation: the kernel laid on the "
-                               "window as it is (not flipped), the products summed, plus the bias.")
+            raise CheckFailure(
+                f"`{shown}` is not the window's cross-correlation: the kernel laid on the "
+                "window as it is (not flipped), the products summed, plus the bias."
+            )
 
     run_property(matches_conv2d)
 
@@ -319,20 +392,28 @@ def check_q2_3(window_sum, filter3_by_hand, filter3_layer) -> None:
 
 
 @carries_forward("maps")
-def check_q2_4(down_rows_both_hold, down_whole_height, sneaker_edge_rows_lit, *, maps=MISSING) -> None:
+def check_q2_4(
+    down_rows_both_hold, down_whole_height, sneaker_edge_rows_lit, *, maps=MISSING
+) -> None:
     """The sixteen maps moved down two rows: on the rows both hold, over the whole height, why.
 
-    Both comparisons are made against the student's own ``maps`` (q2_2's layer on the sneaker) when it is a
-    sensible map (:func:`_carried_map`), so maps computed wrongly (without the bias) cost the question that
-    reads their values (q2_3's ``filter3_layer``) and not this one too.
+    Both comparisons are made against the student's own ``maps`` (q2_2's layer on the sneaker) when
+    it is a sensible map (:func:`_carried_map`), so maps computed wrongly (without the bias) cost
+    the question that reads their values (q2_3's ``filter3_layer``) and not this one too.
     """
     a = _answers()
     maps = _carried_map(maps, a["maps"])
     maps_moved = a["maps_moved"]
-    expect_bool("down_rows_both_hold", down_rows_both_hold,
-                bool(torch.allclose(maps_moved[:, :, 2:], maps[:, :, :-2])))
-    expect_bool("down_whole_height", down_whole_height,
-                bool(torch.allclose(maps_moved, torch.roll(maps, shifts=2, dims=2))))
+    expect_bool(
+        "down_rows_both_hold",
+        down_rows_both_hold,
+        bool(torch.allclose(maps_moved[:, :, 2:], maps[:, :, :-2])),
+    )
+    expect_bool(
+        "down_whole_height",
+        down_whole_height,
+        bool(torch.allclose(maps_moved, torch.roll(maps, shifts=2, dims=2))),
+    )
     pair = tuple(expect_sequence("sneaker_edge_rows_lit", sneaker_edge_rows_lit, 2))
     for i, expected in enumerate(a["sneaker_edge_rows_lit"]):
         expect_bool(f"sneaker_edge_rows_lit[{i}]", pair[i], expected)
@@ -342,7 +423,12 @@ def check_q2_5(cost_table) -> None:
     """Side, first-layer weights, convolution parameters and multiplications at 28, 56 and 112."""
     expected = _answers()["cost_table"]
     rows = expect_sequence("cost_table", cost_table, len(expected))
-    columns = ("side", "first-layer weights", "convolution parameters", "convolution multiplications")
+    columns = (
+        "side",
+        "first-layer weights",
+        "convolution parameters",
+        "convolution multiplications",
+    )
     for i, (row, want) in enumerate(zip(rows, expected)):
         actual = tuple(expect_sequence(f"cost_table[{i}]", row, 4))
         for j, (value, target) in enumerate(zip(actual, want)):
@@ -366,7 +452,8 @@ MAX_RESPONSE = 1e4
 
 
 def _sensible_filter(value: Any, reference: torch.Tensor, x: torch.Tensor) -> torch.Tensor | None:
-    """``value`` as a float32 filter when later answers built on it cannot be trivial, else ``None``.
+    """``value`` as a float32 filter when later answers built on it cannot be trivial, else
+    ``None``.
 
     Sensible: a real floating tensor of shape (1, 1, 3, 3) (dense, on the CPU),
     every weight finite, not constant (a constant filter is a blur, not an edge
@@ -376,8 +463,13 @@ def _sensible_filter(value: Any, reference: torch.Tensor, x: torch.Tensor) -> to
     constant, epsilon-sized, NaN or overflowing filter never makes the
     carried-forward maps zero or equal.
     """
-    if not (isinstance(value, torch.Tensor) and tuple(value.shape) == (1, 1, 3, 3) and value.is_floating_point()
-            and value.layout == torch.strided and value.device.type == "cpu"):
+    if not (
+        isinstance(value, torch.Tensor)
+        and tuple(value.shape) == (1, 1, 3, 3)
+        and value.is_floating_point()
+        and value.layout == torch.strided
+        and value.device.type == "cpu"
+    ):
         return None
     f = value.detach().float()
     if not bool(torch.isfinite(f).all()):
@@ -395,30 +487,41 @@ def _sensible_filter(value: Any, reference: torch.Tensor, x: torch.Tensor) -> to
 
 
 def _carried_map(value: Any, reference: torch.Tensor) -> torch.Tensor:
-    """The student's map ``value`` (``edges``, ``flat_edges``, ``maps``) as float32 when a later answer may be
-    computed from it, else ``reference`` (the map the reference, or the student's carried filter, gives).
+    """The student's map ``value`` (``edges``, ``flat_edges``, ``maps``) as float32 when a later
+    answer may be computed from it, else ``reference`` (the map the reference, or the student's
+    carried filter, gives).
 
-    Sensible, as for the filters (:func:`_sensible_filter`): a real floating tensor (dense, on the CPU) of the
-    reference map's shape, every value finite, not constant (all zeros included), whose largest absolute value
-    is between :data:`MIN_RESPONSE` and :data:`MAX_RESPONSE` times the reference map's. So a map computed
-    wrongly (a flipped filter, a missing bias) is carried forward into the answers computed from it, while a
-    degenerate one cannot make them trivial; the answers are still computed by the judge from it.
+    Sensible, as for the filters (:func:`_sensible_filter`): a real floating tensor (dense, on the
+    CPU) of the reference map's shape, every value finite, not constant (all zeros included), whose
+    largest absolute value is between :data:`MIN_RESPONSE` and :data:`MAX_RESPONSE` times the
+    reference map's. So a map computed wrongly (a flipped filter, a missing bias) is carried forward
+    into the answers computed from it, while a degenerate one cannot make them trivial; the answers
+    are still computed by the judge from it.
     """
-    if not (isinstance(value, torch.Tensor) and tuple(value.shape) == tuple(reference.shape)
-            and value.is_floating_point() and value.layout == torch.strided and value.device.type == "cpu"):
+    if not (
+        isinstance(value, torch.Tensor)
+        and tuple(value.shape) == tuple(reference.shape)
+        and value.is_floating_point()
+        and value.layout == torch.strided
+        and value.device.type == "cpu"
+    ):
         return reference
     m = value.detach().float()
     if not bool(torch.isfinite(m).all()):
         return reference
     spread, largest = float(m.max() - m.min()), float(m.abs().max())
     expected = float(reference.abs().max())
-    if spread <= 1e-3 * largest or not MIN_RESPONSE * expected <= largest <= MAX_RESPONSE * expected:
+    if (
+        spread <= 1e-3 * largest
+        or not MIN_RESPONSE * expected <= largest <= MAX_RESPONSE * expected
+    ):
         return reference
     return m
 
 
 def _edge_inputs(vertical, horizontal) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The reference ``x``, and the student's ``vertical`` and ``horizontal`` when sensible, else the reference's.
+    """The reference ``x``, and the student's ``vertical`` and ``horizontal`` when sensible, else
+    the reference's.
 
     Later edges questions are graded on the student's own filters (errors
     carried forward), so a wrong filter costs q3_1 and nothing else; each
@@ -432,8 +535,11 @@ def _edge_inputs(vertical, horizontal) -> tuple[torch.Tensor, torch.Tensor, torc
     x = a["x"]
     vertical = _sensible_filter(vertical, a["vertical"], x)
     horizontal = _sensible_filter(horizontal, a["horizontal"], x)
-    return (x, a["vertical"] if vertical is None else vertical,
-            a["horizontal"] if horizontal is None else horizontal)
+    return (
+        x,
+        a["vertical"] if vertical is None else vertical,
+        a["horizontal"] if horizontal is None else horizontal,
+    )
 
 
 def check_q3_1(x, trouser_class, vertical, horizontal) -> None:
@@ -445,7 +551,9 @@ def check_q3_1(x, trouser_class, vertical, horizontal) -> None:
     for name, value in (("vertical", vertical), ("horizontal", horizontal)):
         expect_tensor(name, value, shape=(1, 1, 3, 3), dtype=torch.float32)
         if not torch.equal(value, a[name]):
-            raise CheckFailure(f"`{name}` has the right shape and dtype, but the wrong nine weights.")
+            raise CheckFailure(
+                f"`{name}` has the right shape and dtype, but the wrong nine weights."
+            )
 
 
 def check_peak_function(peak: Callable) -> None:
@@ -461,18 +569,25 @@ def check_peak_function(peak: Callable) -> None:
         gen = torch.Generator().manual_seed(data.draw(st.integers(0, 2**31 - 1), label="seed"))
         # few distinct values, so the largest and smallest entries tie and
         # "the first in reading order" is tested too
-        # one map shaped (..., H, W), as the question says (an eighth hostile review read m[0, 0] only)
-        lead = data.draw(st.sampled_from([(1, 1), (1, 1), (), (1,), (1, 1, 1)]), label="leading dimensions")
-        # (+ 0.00037: every value has a fourth decimal, so rounding to 3 decimals is told from rounding to 4,
-        # which a ninth hostile review's peak did on multiples of 1/4)
-        m = (torch.randint(0, levels, (*lead, h, w), generator=gen).float() - levels / 2) / 4 + 0.00037
+        # one map shaped (..., H, W), as the question says (a peak that reads m[0, 0] works on
+        # 4-dimensional maps only)
+        lead = data.draw(
+            st.sampled_from([(1, 1), (1, 1), (), (1,), (1, 1, 1)]), label="leading dimensions"
+        )
+        # (+ 0.00037: every value has a fourth decimal, so rounding to 3 decimals is told from
+        # rounding to 4, which values on multiples of 1/4 cannot tell apart)
+        m = (
+            torch.randint(0, levels, (*lead, h, w), generator=gen).float() - levels / 2
+        ) / 4 + 0.00037
         shown = f"peak(m) for m of shape {tuple(m.shape)}"
         actual = call_student("peak", peak, m)
         try:
             check_peak_value(shown, actual, reference_peak(m))
         except CheckFailure as failure:
-            raise CheckFailure(f"{failure} (Row and column come from divmod of the flat index by the width; "
-                               "ties go to the first entry in reading order.)") from None
+            raise CheckFailure(
+                f"{failure} (Row and column come from divmod of the flat index by the width; "
+                "ties go to the first entry in reading order.)"
+            ) from None
 
     run_property(matches_reference)
 
@@ -501,83 +616,124 @@ def check_compare_shared_function(compare_shared: Callable) -> None:
         kernel = seeded_images(data.draw, (3, 1, 3, 3), lit_fraction=1.0) - 0.5
         maps = F.conv2d(x, kernel)
         moved = F.conv2d(reference_slide(x, pixels), kernel)
-        # every entry of the shared columns counts, with allclose's tolerance (a sixth hostile review passed the
-        # old test comparing only the last column, sums, or with atol=0.5; a tenth, atol=9e-3 or rtol=1e-2). The
-        # maps' entries are at most 4.5 in size, so allclose's default tolerance (1e-8 + 1e-5 of the entry) is
-        # below 5e-5: a change of 1e-4 is a difference, and torch.equal agrees with allclose on every case.
-        # An eleventh: atol 6e-5 or rtol 3e-5; "tight" changes an entry by 3 times allclose's tolerance at it.
-        # A thirteenth passed torch.equal (or allclose with no tolerance), which the question's torch.allclose is
-        # not: "within" changes an entry by 0.3 times that tolerance, where allclose still says True.
-        size = data.draw(st.sampled_from(["within", "tight", 1e-4, 1e-3, 0.01, 0.1, 1.0]), label="change")
+        # every entry of the shared columns counts, with allclose's tolerance, so that comparing
+        # only the last column, sums, or with a looser atol or rtol fails. The maps' entries are at
+        # most 4.5 in size, so allclose's default tolerance (1e-8 + 1e-5 of the entry) is below
+        # 5e-5: a change of 1e-4 is a difference, and torch.equal agrees with allclose on every
+        # case. "tight" changes an entry by 3 times allclose's tolerance at it (atol 6e-5 or rtol
+        # 3e-5 fail); "within" changes it by 0.3 times that tolerance, where allclose still says
+        # True and torch.equal (or allclose with no tolerance), which the question's
+        # torch.allclose is not, does not.
+        size = data.draw(
+            st.sampled_from(["within", "tight", 1e-4, 1e-3, 0.01, 0.1, 1.0]), label="change"
+        )
         where = torch.Generator().manual_seed(data.draw(st.integers(0, 2**31 - 1), label="where"))
 
         def changed(first: int, last: int, *signs: float) -> torch.Tensor:
             out = moved.clone()
             for sign in signs:  # one random entry of columns first..last-1 per sign
-                c, r, k = (int(torch.randint(n, (1,), generator=where)) for n in (out.shape[1], out.shape[2], last - first))
+                c, r, k = (
+                    int(torch.randint(n, (1,), generator=where))
+                    for n in (out.shape[1], out.shape[2], last - first)
+                )
                 column = first + k
-                against = float(maps[0, c, r, column - pixels]) if column >= pixels else float(out[0, c, r, column])
+                against = (
+                    float(maps[0, c, r, column - pixels])
+                    if column >= pixels
+                    else float(out[0, c, r, column])
+                )
                 factor = {"tight": 3.0, "within": 0.3}.get(size) if isinstance(size, str) else None
                 step = size if factor is None else factor * (1e-8 + 1e-5 * abs(against))
                 out[0, c, r, column] += sign * step
             return out
 
         width = moved.shape[-1]
-        shown_size = {"tight": "3 times allclose's default tolerance",
-                      "within": "0.3 times allclose's default tolerance"}.get(size, size) if isinstance(size, str) \
+        shown_size = (
+            {
+                "tight": "3 times allclose's default tolerance",
+                "within": "0.3 times allclose's default tolerance",
+            }.get(size, size)
+            if isinstance(size, str)
             else size
-        cases = [(moved, f"a convolution of an image moved {pixels} column(s) with black filled in"),
-                 (changed(pixels, width, 1.0), f"that moved map with one entry of the shared columns changed by "
-                                               f"{shown_size}"),
-                 (changed(pixels, width, 1.0, -1.0), f"that moved map with two entries of the shared columns "
-                                                     f"changed by +{shown_size} and -{shown_size}"),
-                 (changed(0, pixels, 1.0), f"that moved map with one entry of the {pixels} column(s) that came in "
-                                           "on the left changed")]
+        )
+        cases = [
+            (moved, f"a convolution of an image moved {pixels} column(s) with black filled in"),
+            (
+                changed(pixels, width, 1.0),
+                f"that moved map with one entry of the shared columns changed by {shown_size}",
+            ),
+            (
+                changed(pixels, width, 1.0, -1.0),
+                f"that moved map with two entries of the shared columns "
+                f"changed by +{shown_size} and -{shown_size}",
+            ),
+            (
+                changed(0, pixels, 1.0),
+                f"that moved map with one entry of the {pixels} column(s) that came in "
+                "on the left changed",
+            ),
+        ]
         shown = f"compare_shared(maps_moved, maps, {pixels})"
         for maps_moved, what in cases:
-            answer = expect_bool(shown, call_student("compare_shared", compare_shared, maps_moved, maps, pixels))
+            answer = expect_bool(
+                shown, call_student("compare_shared", compare_shared, maps_moved, maps, pixels)
+            )
             if answer is not reference_compare(maps_moved, maps, pixels):
-                raise CheckFailure(f"`{shown}` is {answer} for {what}: compare, with torch.allclose, every entry of "
-                                   f"the columns both maps hold (columns {pixels} and after of the moved map against "
-                                   f"all but the last {pixels} of the map in place), and only those.")
+                raise CheckFailure(
+                    f"`{shown}` is {answer} for {what}: compare, with torch.allclose, every entry "
+                    f"of "
+                    f"the columns both maps hold (columns {pixels} and after of the moved map "
+                    f"against "
+                    f"all but the last {pixels} of the map in place), and only those."
+                )
 
     run_property(compares_the_shared_columns)
 
 
 @carries_forward("edges")
-def check_q3_3(edges_moved, compare_shared, edges_move_with, x, vertical, horizontal, *, edges=MISSING) -> None:
-    """The trousers moved 3 pixels right: the moved map, and whether the map moved with them (the moved map
-    against the student's own ``edges`` of q3_2 when sensible, :func:`_carried_map`)."""
+def check_q3_3(
+    edges_moved, compare_shared, edges_move_with, x, vertical, horizontal, *, edges=MISSING
+) -> None:
+    """The trousers moved 3 pixels right: the moved map, and whether the map moved with them (the
+    moved map against the student's own ``edges`` of q3_2 when sensible, :func:`_carried_map`)."""
     x, vertical, _ = _edge_inputs(vertical, horizontal)
     expected = F.conv2d(torch.roll(x, shifts=3, dims=3), vertical)
     expect_tensor("edges_moved", edges_moved, shape=expected.shape, dtype=torch.float32)
     expect_close("edges_moved", edges_moved, expected, rtol=1e-5, atol=1e-5)
     check_compare_shared_function(compare_shared)
-    # the student's edges_moved, which passed above, against the student's edges: the comparison the question
-    # asks for, made on the values the student's own comparison reads
+    # the student's edges_moved, which passed above, against the student's edges: the comparison the
+    # question asks for, made on the values the student's own comparison reads
     maps = _carried_map(edges, F.conv2d(x, vertical))
     moved = edges_moved.detach().float()
-    expect_bool("edges_move_with", edges_move_with, bool(torch.allclose(moved[..., 3:], maps[..., :-3])))
+    expect_bool(
+        "edges_move_with", edges_move_with, bool(torch.allclose(moved[..., 3:], maps[..., :-3]))
+    )
 
 
 @carries_forward("vertical", "edges")
-def check_q3_4(padded_shape, padded_inside_equal, layer_matches, *, vertical=MISSING, edges=MISSING) -> None:
-    """padding=1: the shape, its inside against the unpadded map; nn.Conv2d against F.conv2d. The student's
-    own ``vertical`` (q3_1) and ``edges`` (q3_2) are carried forward when sensible."""
+def check_q3_4(
+    padded_shape, padded_inside_equal, layer_matches, *, vertical=MISSING, edges=MISSING
+) -> None:
+    """padding=1: the shape, its inside against the unpadded map; nn.Conv2d against F.conv2d. The
+    student's own ``vertical`` (q3_1) and ``edges`` (q3_2) are carried forward when sensible."""
     a = _answers()
     x, vertical, _ = _edge_inputs(vertical, MISSING)
     maps = _carried_map(edges, F.conv2d(x, vertical))
     check_shape("padded_shape", padded_shape, a["padded_shape"])
     padded = F.conv2d(x, vertical, padding=1)
-    expect_bool("padded_inside_equal", padded_inside_equal, bool(torch.allclose(padded[..., 1:-1, 1:-1], maps)))
+    expect_bool(
+        "padded_inside_equal",
+        padded_inside_equal,
+        bool(torch.allclose(padded[..., 1:-1, 1:-1], maps)),
+    )
     # nn.Conv2d(1, 1, 3, bias=False) holding vertical computes F.conv2d(x, vertical)
     expect_bool("layer_matches", layer_matches, bool(torch.allclose(F.conv2d(x, vertical), maps)))
 
 
 @carries_forward("edges")
 def check_q3_5(flat_edges, absolute_sums, x, vertical, horizontal, *, edges=MISSING) -> None:
-    """The horizontal filter's map and the absolute response of each map (``edges``'s, the student's own of
-    q3_2 when sensible)."""
+    """The horizontal filter's map and the absolute response of each map (``edges``'s, the student's
+    own of q3_2 when sensible)."""
     x, vertical, horizontal = _edge_inputs(vertical, horizontal)
     expected = F.conv2d(x, horizontal)
     expect_tensor("flat_edges", flat_edges, shape=expected.shape, dtype=torch.float32)
@@ -586,71 +742,97 @@ def check_q3_5(flat_edges, absolute_sums, x, vertical, horizontal, *, edges=MISS
     for i, m in enumerate((_carried_map(edges, F.conv2d(x, vertical)), expected)):
         # two decimals printed; a float32 sum over 676 entries differs by
         # far less than 0.01 between summation orders
-        expect_number(f"absolute_sums[{i}]", sums[i], round(m.abs().sum().item(), 2), abs_tol=0.0051)
+        expect_number(
+            f"absolute_sums[{i}]", sums[i], round(m.abs().sum().item(), 2), abs_tol=0.0051
+        )
 
 
 @carries_forward("edges", "flat_edges")
 @drawing_each_figure_once
 def check_q3_6(fig, x, vertical, horizontal, *, edges=MISSING, flat_edges=MISSING) -> None:
-    """edges.png: three Axes (trousers, vertical map, horizontal map), maps on one scale centred on zero. The
-    maps are the student's own ``edges`` (q3_2) and ``flat_edges`` (q3_5) when sensible (:func:`_carried_map`):
-    the figure is graded on what it is drawn from."""
+    """edges.png: three Axes (trousers, vertical map, horizontal map), maps on one scale centred on
+    zero. The maps are the student's own ``edges`` (q3_2) and ``flat_edges`` (q3_5) when sensible
+    (:func:`_carried_map`): the figure is graded on what it is drawn from."""
     from matplotlib.figure import Figure
 
     expect_type("fig", fig, Figure, what="a matplotlib Figure (fig, axes = plt.subplots(1, 3))")
     x, vertical, horizontal = _edge_inputs(vertical, horizontal)
-    # a hidden Axes that holds no image draws nothing (ImageGrid makes one per grid cell for colour bars it
-    # may never show); a hidden one with an image is read, and refused as hidden
+    # a hidden Axes that holds no image draws nothing (ImageGrid makes one per grid cell for colour
+    # bars it may never show); a hidden one with an image is read, and refused as hidden
     axes = [ax for ax in fig.axes if ax.get_visible() or ax.images]
     if len(axes) != 3:
-        raise CheckFailure(f"`fig` holds {len(axes)} Axes, but it should hold 3: the trousers and the two maps "
-                           "(a colorbar is an Axes of its own: leave it out of this figure).")
+        raise CheckFailure(
+            f"`fig` holds {len(axes)} Axes, but it should hold 3: the trousers and the two maps "
+            "(a colorbar is an Axes of its own: leave it out of this figure)."
+        )
     images = []
     for i, ax in enumerate(axes):
         if not ax.images:
             raise CheckFailure(f"`fig.axes[{i}]` shows no image: draw it with imshow.")
         expect_plain_image(f"`fig.axes[{i}]`", ax, ax.images[0])
         images.append(ax.images[0])
-    wanted = [x[0, 0], _carried_map(edges, F.conv2d(x, vertical))[0, 0],
-              _carried_map(flat_edges, F.conv2d(x, horizontal))[0, 0]]
+    wanted = [
+        x[0, 0],
+        _carried_map(edges, F.conv2d(x, vertical))[0, 0],
+        _carried_map(flat_edges, F.conv2d(x, horizontal))[0, 0],
+    ]
     names = ["the trousers", "the vertical map", "the horizontal map"]
     for i, (image, expected, what) in enumerate(zip(images, wanted, names)):
-        array = torch.as_tensor(image.get_array().data if hasattr(image.get_array(), "mask") else image.get_array(),
-                                dtype=torch.float32)
+        array = torch.as_tensor(
+            image.get_array().data if hasattr(image.get_array(), "mask") else image.get_array(),
+            dtype=torch.float32,
+        )
         if tuple(array.shape) != tuple(expected.shape):
-            raise CheckFailure(f"`fig.axes[{i}]` shows an image of shape {tuple(array.shape)}, but {what} "
-                               f"has shape {tuple(expected.shape)}.")
+            raise CheckFailure(
+                f"`fig.axes[{i}]` shows an image of shape {tuple(array.shape)}, but {what} "
+                f"has shape {tuple(expected.shape)}."
+            )
         if not torch.allclose(array, expected, atol=1e-5):
             raise CheckFailure(f"`fig.axes[{i}]` should show {what}, but shows other values.")
-    # the trousers on colour limits that show them: over the limits' range the image spans at least half the
-    # colour map (imshow's default limits span all of it; vmin=5, vmax=6 drew them black, a thirteenth review)
-    # and at most 5 % of the pixels lie outside them (0.97 to 1 drew them black but for a few, a fourteenth)
+    # the trousers on colour limits that show them: over the limits' range the image spans at least
+    # half the colour map (imshow's default limits span all of it; vmin=5, vmax=6 draws them
+    # black) and at most 5 % of the pixels lie outside them (0.97 to 1 draws them black but for a
+    # few)
     low, high = images[0].get_clim()
     shown = ((wanted[0] - low) / (high - low)).clamp(0, 1) if high > low else torch.zeros(1)
-    outside = float(((wanted[0] < low - 1e-6) | (wanted[0] > high + 1e-6)).float().mean())  # drawn saturated
+    # drawn saturated
+    outside = float(((wanted[0] < low - 1e-6) | (wanted[0] > high + 1e-6)).float().mean())
     if float(shown.max() - shown.min()) < 0.5 or outside > 0.05:
-        raise CheckFailure("`fig.axes[0]` draws the trousers on colour limits far from their values, which "
-                           "flattens them: leave vmin and vmax out (or use 0 and 1).")
+        raise CheckFailure(
+            "`fig.axes[0]` draws the trousers on colour limits far from their values, which "
+            "flattens them: leave vmin and vmax out (or use 0 and 1)."
+        )
     (low1, high1), (low2, high2) = images[1].get_clim(), images[2].get_clim()
     if abs(low1 - low2) > 1e-6 or abs(high1 - high2) > 1e-6:
-        raise CheckFailure("`fig`: the two maps are drawn on different colour scales; pass the same vmin "
-                           "and vmax to both imshow calls.")
+        raise CheckFailure(
+            "`fig`: the two maps are drawn on different colour scales; pass the same vmin "
+            "and vmax to both imshow calls."
+        )
     if abs(low1 + high1) > 1e-6 * max(1.0, abs(high1)):
-        raise CheckFailure("`fig`: the maps' colour scale is not centred on zero; use vmin=-limit, vmax=limit.")
+        raise CheckFailure(
+            "`fig`: the maps' colour scale is not centred on zero; use vmin=-limit, vmax=limit."
+        )
     if high1 + 1e-6 < float(wanted[1].abs().max()):
-        raise CheckFailure("`fig`: the colour scale is narrower than the vertical map's largest absolute value.")
-    # ...and no wider than the larger map's: a limit of 1e6 draws both maps flat grey (sixth hostile review)
+        raise CheckFailure(
+            "`fig`: the colour scale is narrower than the vertical map's largest absolute value."
+        )
+    # ...and no wider than the larger map's: a limit of 1e6 draws both maps flat grey
     if high1 > (1 + 1e-5) * max(float(wanted[1].abs().max()), float(wanted[2].abs().max())) + 1e-6:
-        raise CheckFailure("`fig`: the colour scale is wider than the maps' values, which flattens them; take "
-                           "the limit from the vertical map's largest absolute value.")
+        raise CheckFailure(
+            "`fig`: the colour scale is wider than the maps' values, which flattens them; take "
+            "the limit from the vertical map's largest absolute value."
+        )
 
 
 def check_q3_7(trouser_verdicts) -> None:
     """The network's class and probability for the trousers in place and moved 3 pixels right."""
-    check_class_probabilities("trouser_verdicts", trouser_verdicts, _answers()["trouser_verdicts"], ROUNDED_TOL)
+    check_class_probabilities(
+        "trouser_verdicts", trouser_verdicts, _answers()["trouser_verdicts"], ROUNDED_TOL
+    )
 
 
 # ---------------------------------------------------------------- q5: Answer 4
+
 
 def check_q5(counts, total_count, model_counts, row_shape, changed, at_272, at_274) -> None:
     """A filter in front of a flattened layer: parameter counts, the flattened row, what moved."""

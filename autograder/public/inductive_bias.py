@@ -1,4 +1,5 @@
-"""Public tests of "Inductive Bias": defined, a NumPy array of the right shape, a function. Reveal no value."""
+"""Public tests of "Inductive Bias": defined, a NumPy array of the right shape, a function. Reveal
+no value."""
 
 from __future__ import annotations
 
@@ -8,16 +9,19 @@ from autograder.checks import expect_array, expect_callable, expect_defined
 
 
 def public_defined(**names: Any) -> None:
-    """Every name defined (not ``None``, not missing); raises ``CheckFailure`` naming the first that is not."""
+    """Every name defined (not ``None``, not missing); raises ``CheckFailure`` naming the first that
+    is not."""
     for name, value in names.items():
         expect_defined(name, value)
 
 
 def public_array(name: str, value: Any, shape: tuple) -> None:
-    """A NumPy array of ``shape`` (NaN and complex allowed here); raises ``CheckFailure`` naming ``name``."""
+    """A NumPy array of ``shape`` (NaN and complex allowed here); raises ``CheckFailure`` naming
+    ``name``."""
     expect_array(name, value, shape, complex_ok=True, finite=False)
 
 
 def public_function(name: str, func: Any) -> None:
-    """``func`` is a function (the hidden tests call it); raises ``CheckFailure`` naming ``name``."""
+    """``func`` is a function (the hidden tests call it); raises ``CheckFailure`` naming
+    ``name``."""
     expect_callable(name, func)

@@ -1,4 +1,5 @@
-"""Public tests of "When It Fails": defined, kind, shape and dtype, a model's logits. Reveal no value."""
+"""Public tests of "When It Fails": defined, kind, shape and dtype, a model's logits. Reveal no
+value."""
 
 from __future__ import annotations
 
@@ -6,36 +7,50 @@ from typing import Any
 
 import torch
 
-from autograder.checks import CheckFailure, call_student, expect_callable, expect_defined, expect_tensor, quoted
+from autograder.checks import (
+    CheckFailure,
+    call_student,
+    expect_callable,
+    expect_defined,
+    expect_tensor,
+    quoted,
+)
 
 
 def model_logits(name: str, net: Any, X: torch.Tensor) -> torch.Tensor:
-    """The student's model called on ``X`` (``(N, 784)`` flattened images): an ``(N, 10)`` tensor of logits,
-    detached, or a ``CheckFailure`` naming ``name``. Runs under ``no_grad`` with torch's random state forked,
-    so a model that draws random numbers (dropout left on) does not move the notebook's generator."""
+    """The student's model called on ``X`` (``(N, 784)`` flattened images): an ``(N, 10)`` tensor of
+    logits, detached, or a ``CheckFailure`` naming ``name``. Runs under ``no_grad`` with torch's
+    random state forked, so a model that draws random numbers (dropout left on) does not move the
+    notebook's generator."""
     expect_callable(name, net)
     with torch.no_grad(), torch.random.fork_rng(devices=[]):
         out = call_student(name, net, X)
     if not isinstance(out, torch.Tensor) or tuple(out.shape) != (len(X), 10):
         shown = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
-        raise CheckFailure(f"{quoted(name)} called on a batch of {len(X)} flattened images returned {shown}, "
-                           f"not a ({len(X)}, 10) tensor of logits.")
+        raise CheckFailure(
+            f"{quoted(name)} called on a batch of {len(X)} flattened images returned {shown}, "
+            f"not a ({len(X)}, 10) tensor of logits."
+        )
     return out.detach()
 
 
 def public_defined(**names: Any) -> None:
-    """Every name defined (not ``None``, not missing); raises ``CheckFailure`` naming the first that is not."""
+    """Every name defined (not ``None``, not missing); raises ``CheckFailure`` naming the first that
+    is not."""
     for name, value in names.items():
         expect_defined(name, value)
 
 
-def public_tensor(name: str, value: Any, shape: tuple[int, ...], dtype: torch.dtype = torch.float32) -> None:
+def public_tensor(
+    name: str, value: Any, shape: tuple[int, ...], dtype: torch.dtype = torch.float32
+) -> None:
     """A tensor of ``shape`` and ``dtype``; raises ``CheckFailure`` naming ``name``."""
     expect_tensor(name, value, shape=shape, dtype=dtype, requires_grad=None)
 
 
 def public_function(name: str, func: Any, *args: Any, **kwargs: Any) -> Any:
-    """``func(*args, **kwargs)`` runs without raising; returns its result (a ``CheckFailure`` otherwise)."""
+    """``func(*args, **kwargs)`` runs without raising; returns its result (a ``CheckFailure``
+    otherwise)."""
     return call_student(name, func, *args, **kwargs)
 
 
