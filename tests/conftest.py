@@ -57,15 +57,16 @@ def pytest_addoption(parser):
                           "beside them), or run only those: bin/test runs the others on two workers, then these")
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's, which reads the groups
+def pytest_itemcollected(item):
+    """Marks each test as it is collected, before any collection_modifyitems hook (xdist's reads the groups)."""
+    module = item.path.relative_to(Path(__file__).resolve().parents[1]).as_posix()
+    if module.startswith(EXCLUSIVE_MODULES):
+        item.add_marker(pytest.mark.exclusive)
+    if module.startswith(ONE_WORKER_MODULES):
+        item.add_marker(pytest.mark.xdist_group(module))
+
+
 def pytest_collection_modifyitems(config, items):
-    root = Path(__file__).resolve().parents[1]
-    for item in items:
-        module = item.path.relative_to(root).as_posix()
-        if module.startswith(EXCLUSIVE_MODULES):
-            item.add_marker(pytest.mark.exclusive)
-        if module.startswith(ONE_WORKER_MODULES):
-            item.add_marker(pytest.mark.xdist_group(module))
     exclusive = config.getoption("--exclusive")
     if exclusive is not None:
         wanted = exclusive == "only"
