@@ -410,9 +410,12 @@ def test_a_batch_computes_the_answers_once_and_regrading_gives_the_same_scores(t
     assert first[0].scores == first[2].scores, "the same notebook should get the same scores in one batch"
     assert first[1].scores[wrong.loses][0] == 0, f"{wrong.name} should lose {wrong.loses}: {first[1].scores}"
 
-    again = grade_many(built.autograder_zip, subs, tmp_path / "again", jobs=2, progress=False, answers_dir=answers_dir)
-    assert [r.scores for r in again] == [r.scores for r in first], "regrading should give identical scores"
+    # the regrade: the two notebooks again (the solution's second copy above already showed one notebook's
+    # scores repeat within a batch)
+    again = grade_many(built.autograder_zip, subs[:2], tmp_path / "again", jobs=2, progress=False,
+                       answers_dir=answers_dir)
+    assert [r.scores for r in again] == [r.scores for r in first[:2]], "regrading should give identical scores"
     assert stored.stat().st_mtime_ns == written, "regrading with the same folder should not rewrite the values"
-    logs = [(tmp_path / "again" / label / "grading.log").read_text() for label in ("solution", wrong.name, "solution-2")]
+    logs = [(tmp_path / "again" / label / "grading.log").read_text() for label in ("solution", wrong.name)]
     assert all("answers cache: loaded where_mlps_fail.answers" in log for log in logs), \
         "every judge of the second batch should load the stored values"

@@ -11,42 +11,13 @@ from __future__ import annotations
 
 import filecmp
 import json
-import os
 import shutil
 from pathlib import Path
 
-import pytest
-
-from autograder.answers_cache import ENV_DIR
-from autograder.build import BuiltAssignment, build_assignment
+from autograder.build import BuiltAssignment
 from autograder.grade import GradeResult, grade_many
 from tests.fixtures.submissions import Variant, apply
-
-
-#: The assignments built in this test session, by name: modules that grade the same assignment share its build.
-_BUILT: dict[str, BuiltAssignment] = {}
-
-
-def build_once(name: str, tmp_path_factory, answers_folder: Path) -> BuiltAssignment:
-    """``name`` built (otter assign, its own tests run) into a scratch folder, outside the committed tree,
-    once per test session (a build takes 20 to 110 s).
-
-    The build executes the solution notebook in Otter's own process at one
-    thread (unless the caller set another): the thread count the references
-    are computed at and the batch grades at, and no oversubscription of a
-    loaded 2-core machine. Its hidden tests read the reference values from
-    the session's ``answers_folder``.
-    """
-    if name in _BUILT:
-        return _BUILT[name]
-    root = tmp_path_factory.mktemp(name)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("OMP_NUM_THREADS", os.environ.get("OMP_NUM_THREADS", "1"))
-        mp.setenv("MKL_NUM_THREADS", os.environ.get("MKL_NUM_THREADS", "1"))
-        mp.setenv(ENV_DIR, str(answers_folder))
-        _BUILT[name] = build_assignment(name, run_tests=True, build_root=root / "build",
-                                        student_root=root / "student_template")
-    return _BUILT[name]
+from tests.session_builds import build_once  # noqa: F401 - the modules build through common
 
 
 #: The solution is graded this many more times in every catalogue batch, under these labels: three gradings of
