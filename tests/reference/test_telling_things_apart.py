@@ -371,6 +371,19 @@ def test_untrained_loss_with_the_test_digits_in_fails(answers, split):
         checks.check_q3(ref.cross_entropy, answers["chapter_losses"], every_digit)
 
 
+
+def test_shares_rounded_as_printed_pass_and_shares_off_by_more_fail(answers):
+    # The solution prints the shares to 4 decimals (0.6425 for 0.64252...: 2.5e-5 away, beyond SHARE_TOL); a
+    # student who stores them as printed, to 3 to 6 decimals, is right. Off by 1e-3 more is not rounding.
+    for digits in (3, 4, 6):
+        rounded = {name: {k: round(v, digits) for k, v in answers[name].items()}
+                   for name in ("winner_share", "temperature_share")}
+        checks.check_q2(ref.softmax, rounded["winner_share"], rounded["temperature_share"])
+    assert any(abs(round(v, 4) - v) > checks.SHARE_TOL for v in answers["temperature_share"].values())
+    off = {k: round(v, 4) + 1e-3 for k, v in answers["temperature_share"].items()}
+    with pytest.raises(CheckFailure, match=r"^`temperature_share\[0\.5\]` has the right type but the wrong value"):
+        checks.check_q2(ref.softmax, answers["winner_share"], off)
+
 def _softmax_global_max(logits, temperature=1.0):
     scaled = logits / temperature
     exps = torch.exp(scaled - scaled.max())
