@@ -191,8 +191,8 @@ def _float_dict(name: str, value: Any, expected: dict) -> None:
     for key, want in expected.items():
         number = expect_number(f"{name}[{key!r}]", value[key])
         # the value, or it as printed: rounded to 3 to 6 decimals (the solution prints 4)
-        if abs(number - want) > SHARE_TOL and not any(math.isclose(number, round(want, d), rel_tol=1e-7)
-                                                      for d in range(3, 7)):
+        as_printed = any(math.isclose(number, round(want, d), rel_tol=1e-7) for d in range(3, 7))
+        if abs(number - want) > SHARE_TOL and not as_printed:
             raise CheckFailure(f"`{name}[{key!r}]` has the right type but the wrong value.")
 
 
