@@ -305,17 +305,20 @@ class StudentProcess:
         self.proc: subprocess.Popen | None = None
         self.sock: socket.socket | None = None
         self.generation = 0
-        #: the CPU group its processes share when sandboxed (:func:`_cpu_group`), removed when it stops
+        #: the CPU group its processes share when sandboxed (:func:`_cpu_group`), removed when it
+        #: stops
         self.cpu_group: Path | None = None
-        #: the group that counts their CPU time, when cgroup v1 mounts ``cpuacct`` apart from ``cpu``
+        #: the group that counts their CPU time, when cgroup v1 mounts ``cpuacct`` apart from
+        #: ``cpu``
         self.cpuacct_group: Path | None = None
         #: when (``time.monotonic()``) the whole-run deadline comes: no request waits past it
         self.deadline_at: float | None = None
         #: why the last request's cell was interrupted (SIGINT), if it was
         self.interrupted_for: str | None = None
         self._tree_cpu = TreeCpu()
-        #: the shared memory the sandbox user held before this grading, which is neither the student's to count
-        #: nor the judge's to remove: ``nobody``'s (slot 0) may be another service's (a newcomer's walkthrough)
+        #: the shared memory the sandbox user held before this grading, which is neither the
+        #: student's to count nor the judge's to remove: ``nobody``'s (slot 0) may be another
+        #: service's (a newcomer's walkthrough)
         self.kept = SharedMemoryKept()
         #: the entries of the scratch folder before the notebook ran (:meth:`start`)
         self.staged: SharedMemoryKept | None = None
@@ -341,7 +344,8 @@ class StudentProcess:
         _libc()
         if self.user is not None:
             kwargs.update(user=self.user.pw_uid, group=self.user.pw_gid, extra_groups=[])
-        if self.user is not None:  # before it runs a cell: every process it starts stays in the group
+        # before it runs a cell: every process it starts stays in the group
+        if self.user is not None:
             self.cpu_group = self.cpu_group or _cpu_group()
             if self.cpu_group is not None and _group_cpu_seconds(self.cpu_group) is None and _cpuacct_parent():
                 self.cpuacct_group = self.cpuacct_group or _cpu_group(_cpuacct_parent())
@@ -355,12 +359,21 @@ class StudentProcess:
         if self.proc is None:  # the cold start
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "autograder.worker", str(student_end.fileno())],
-                cwd=self.workdir, env=env, pass_fds=(student_end.fileno(),), stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-                preexec_fn=_limit_resources_as_other_user if self.user is not None else _limit_resources,
-                **kwargs)
+                cwd=self.workdir,
+                env=env,
+                pass_fds=(student_end.fileno(),),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+                preexec_fn=_limit_resources_as_other_user
+                if self.user is not None
+                else _limit_resources,
+                **kwargs,
+            )
         _first_for_the_oom_killer(self.proc.pid)
-        for group in groups:  # the warm student process joined them itself, before it dropped privileges
+        # the warm student process joined them itself, before it dropped privileges
+        for group in groups:
             _join_cpu_group(group, self.proc.pid)
         self._tree_cpu = TreeCpu()
         student_end.close()
@@ -379,9 +392,9 @@ class StudentProcess:
             raise StudentFailure("the student process did not start properly")
 
     def stop(self, clean: bool = True) -> None:
-        """Kill the worker and every process the student started; then, with ``clean``, :meth:`clean` (a
-        grading's last stop leaves that until its results are written: removing what a student left may take
-        long)."""
+        """Kill the worker and every process the student started; then, with ``clean``,
+        :meth:`clean` (a grading's last stop leaves that until its results are written: removing
+        what a student left may take long)."""
         if self.proc is not None and self.proc.poll() is None:
             try:
                 os.killpg(self.proc.pid, signal.SIGKILL)
@@ -397,8 +410,8 @@ class StudentProcess:
             self.clean()
 
     def clean(self) -> None:
-        """Remove what the sandbox user left (shared memory, System V objects, files in :data:`LEFTOVER_FOLDERS`)
-        and the CPU group, once its processes are stopped."""
+        """Remove what the sandbox user left (shared memory, System V objects, files in
+        :data:`LEFTOVER_FOLDERS`) and the CPU group, once its processes are stopped."""
         if self.user is not None:
             _remove_shared_memory_files(self.user.pw_uid, self.kept)
         if self.cpu_group is not None:
@@ -414,9 +427,10 @@ class StudentProcess:
 
     # -- the student's processes
     def _student_pids(self, zombies: bool = False) -> list[int]:
-        """The worker and every process it started, living ones only (a process whose first thread has exited
-        shows as a zombie while its other threads run: a twenty-third hostile review hid 1.5 GB, and a process
-        that outlived the grading, in one); ``zombies``: ended ones not yet reaped too.
+        """The worker and every process it started, living ones only (a process whose first thread
+        has exited shows as a zombie while its other threads run: a twenty-third hostile review hid
+        1.5 GB, and a process that outlived the grading, in one); ``zombies``: ended ones not yet
+        reaped too.
 
         A process that left the worker's session (``setsid``) escapes
         ``killpg``; when its parent dies it is re-parented to the judge (a
@@ -450,10 +464,11 @@ class StudentProcess:
         )
 
     def cpu_seconds(self, tree: bool = True) -> float | None:
-        """A running count of the CPU seconds (user and system) the student's processes used (only differences
-        mean anything): what the kernel counted for their control group (:func:`_group_cpu_seconds`) when they
-        have one, else the sum over the process tree (:class:`TreeCpu`; only with ``tree``, which costs a scan
-        of ``/proc``: ``None`` without). A busy loop counts; sleeping, waiting and other processes' load do not."""
+        """A running count of the CPU seconds (user and system) the student's processes used (only
+        differences mean anything): what the kernel counted for their control group
+        (:func:`_group_cpu_seconds`) when they have one, else the sum over the process tree
+        (:class:`TreeCpu`; only with ``tree``, which costs a scan of ``/proc``: ``None`` without). A
+        busy loop counts; sleeping, waiting and other processes' load do not."""
         if self.proc is None:
             return 0.0
         group = self.cpuacct_group or self.cpu_group
@@ -464,7 +479,8 @@ class StudentProcess:
         return self._tree_cpu.seconds(self._student_pids(zombies=True)) if tree else None
 
     def _kill_descendants(self) -> None:
-        """SIGKILL every process the student started, until none is left; reap those re-parented to the judge."""
+        """SIGKILL every process the student started, until none is left; reap those re-parented to
+        the judge."""
         kill_until_gone(self._student_pids, rounds=50, pause=0.02)
         if self.user is not None:
             for pid, (ppid, uid, _) in _process_table().items():
@@ -495,8 +511,9 @@ class StudentProcess:
         """
         if not tree:
             return sum(_resident_kb(self.proc.pid)[:2]) / 1024 if self.proc else 0.0
-        # measured twice when over the limit, the smaller kept: a process that forks or ends while it is read
-        # gives a share of none for a moment (an honest notebook's workers, ended at the end of its cell)
+        # measured twice when over the limit, the smaller kept: a process that forks or ends while
+        # it is read gives a share of none for a moment (an honest notebook's workers, ended at the
+        # end of its cell)
         first = self._tree_memory_mb()
         return first if first <= self.limits.memory_mb else min(first, self._tree_memory_mb())
 
@@ -526,7 +543,8 @@ class StudentProcess:
         return total / 1024
 
     def _wait(self, timeout: float, what: str, interrupt: bool = False) -> tuple[dict, bytes]:
-        """Wait for one reply, watching CPU time, wall time and memory; stop the process on a problem.
+        """Wait for one reply, watching CPU time, wall time and memory; stop the process on a
+        problem.
 
         ``timeout`` counts the CPU seconds the student's processes use while
         the judge waits (:meth:`cpu_seconds`); :data:`WALL_FACTOR` times as
@@ -552,8 +570,9 @@ class StudentProcess:
         while True:
             ready, _, _ = select.select([self.sock], [], [], 0.05)
             if ready:
-                # a reply that has begun gets the limit's seconds of wall-clock time (or a few), not its backstop:
-                # sending it needs little CPU, and a reply begun and never finished is a sleeper's
+                # a reply that has begun gets the limit's seconds of wall-clock time (or a few), not
+                # its backstop: sending it needs little CPU, and a reply begun and never finished is
+                # a sleeper's
                 reply_by = min(deadline, started + timeout)
                 try:
                     return channel.recv(
@@ -568,7 +587,9 @@ class StudentProcess:
                         f"seconds while {what}, and was stopped"
                     ) from None
                 except (channel.ChannelClosed, OSError) as err:
-                    try:  # the channel closes as the process exits: wait for its exit code (same message every run)
+                    # the channel closes as the process exits: wait for its exit code (same message
+                    # every run)
+                    try:
                         code = self.proc.wait(timeout=2) if self.proc else None
                     except subprocess.TimeoutExpired:
                         code = None
@@ -599,7 +620,8 @@ class StudentProcess:
                     else "less"
                 )
                 reason = (
-                    f"was blocked or sleeping ({wall:.0f} seconds passed, and it used {spent} of its "
+                    f"was blocked or sleeping ({wall:.0f} seconds passed, and it used {spent} of "
+                    f"its "
                     f"{timeout:g} CPU seconds)"
                 )
             else:
@@ -618,8 +640,9 @@ class StudentProcess:
             raise StudentFailure(f"it {reason} while {what}, and was stopped")
 
     def _check_running(self, what: str, tree: bool) -> None:
-        """Stop the process and raise :class:`StudentFailure` if it has ended or uses more memory than allowed
-        (``tree``: every process the student started, which costs a scan of ``/proc``; else the worker's)."""
+        """Stop the process and raise :class:`StudentFailure` if it has ended or uses more memory
+        than allowed (``tree``: every process the student started, which costs a scan of ``/proc``;
+        else the worker's)."""
         if self.proc.poll() is not None:
             code = self.proc.returncode
             self.stop()
@@ -629,7 +652,8 @@ class StudentProcess:
         except SharedMemoryTooLarge as err:
             self.stop()
             if isinstance(err, TooManyFiles) and self.user is not None:
-                # the scratch folder back as staged: the replay would start over the limit, and stop at once
+                # the scratch folder back as staged: the replay would start over the limit, and stop
+                # at once
                 _remove_dev_shm_entries(self.user.pw_uid, self.staged, folder=str(self.workdir))
             raise StudentFailure(f"it {err} while {what}, and was stopped") from None
         if used > self.limits.memory_mb:
@@ -680,7 +704,8 @@ SINGLE_THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS
 
 
 def _student_env(workdir: Path) -> dict[str, str]:
-    """The student process's environment, its scratch folder ``workdir`` as home and temporary folder."""
+    """The student process's environment, its scratch folder ``workdir`` as home and temporary
+    folder."""
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": str(workdir),
@@ -689,13 +714,19 @@ def _student_env(workdir: Path) -> dict[str, str]:
         "PYTHONHASHSEED": "0",
         "PYTHONDONTWRITEBYTECODE": "1",
         "LANG": "C.UTF-8",
-        # one thread for torch and the BLAS libraries, whatever the machine's core count, unless a cell asks
-        # for more (torch.set_num_threads): results and CPU seconds then do not depend on the machine, and
-        # threads do not spin against each other on busy cores (3.6 s of training took 37.9 s so)
+        # one thread for torch and the BLAS libraries, whatever the machine's core count, unless a
+        # cell asks for more (torch.set_num_threads): results and CPU seconds then do not depend on
+        # the machine, and threads do not spin against each other on busy cores (3.6 s of training
+        # took 37.9 s so)
         **dict.fromkeys(SINGLE_THREAD_ENV, "1"),
     }
-    for key in ("VISION_AUTOGRADER_CACHE", "FASHION_MNIST_DIR", "MNIST_NPZ", "OPENBLAS_CORETYPE",
-                "OPENBLAS_L2_SIZE"):
+    for key in (
+        "VISION_AUTOGRADER_CACHE",
+        "FASHION_MNIST_DIR",
+        "MNIST_NPZ",
+        "OPENBLAS_CORETYPE",
+        "OPENBLAS_L2_SIZE",
+    ):
         if key in os.environ:
             env[key] = os.environ[key]
     return env
@@ -1541,9 +1572,9 @@ def _first_for_the_oom_killer(pid: int) -> None:
 
 def _limit_resources() -> None:
     """In the student process before exec: no core dumps, files of at most 512 MB, at most
-    :data:`MAX_FILES_LOOKED_AT` open files (all of which the memory check looks at), killed when the judge dies
-    (``PR_SET_PDEATHSIG``: a judge killed from outside left its student process running, a nineteenth hostile
-    review).
+    :data:`MAX_FILES_LOOKED_AT` open files (all of which the memory check looks at), killed when the
+    judge dies (``PR_SET_PDEATHSIG``: a judge killed from outside left its student process running,
+    a nineteenth hostile review).
 
     Runs after the switch to the sandbox user, which may not be able to read
     the judge's Python installation: everything it needs is imported already
@@ -1551,9 +1582,10 @@ def _limit_resources() -> None:
     """
     if _LIBC:
         _LIBC.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
-        # PR_SET_NO_NEW_PRIVS: a setuid program (su) runs as the sandbox user, not as root; a twenty-eighth
-        # hostile review left 254 su processes (effective user root, so not found by owner) waiting forever,
-        # which used up the sandbox user's process limit for every later grading
+        # PR_SET_NO_NEW_PRIVS: a setuid program (su) runs as the sandbox user, not as root; a
+        # twenty-eighth hostile review left 254 su processes (effective user root, so not found by
+        # owner) waiting forever, which used up the sandbox user's process limit for every later
+        # grading
         _LIBC.prctl(38, 1, 0, 0, 0)
     for limit, value in (
         (resource.RLIMIT_CORE, 0),
@@ -1569,7 +1601,8 @@ def _limit_resources() -> None:
 
 
 def _limit_resources_as_other_user() -> None:
-    """As :func:`_limit_resources`, plus at most 256 processes for the sandbox user (no fork bombs)."""
+    """As :func:`_limit_resources`, plus at most 256 processes for the sandbox user (no fork
+    bombs)."""
     _limit_resources()
     try:
         resource.setrlimit(resource.RLIMIT_NPROC, (256, 256))

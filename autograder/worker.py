@@ -27,11 +27,12 @@ import os
 import socket
 import sys
 import traceback
-from zlib import crc32 as _crc32  # bound before any cell runs: a notebook that replaces zlib.crc32 changes nothing here
+# bound before any cell runs: a notebook that replaces zlib.crc32 changes nothing here
+from zlib import crc32 as _crc32
 
 class Discarded(io.TextIOBase):
-    """Where a cell's printed output goes: nowhere. The judge shows none of it (a thirty-seventh hostile review
-    made every cell's output 256 KB, which the judge kept for the whole grading)."""
+    """Where a cell's printed output goes: nowhere. The judge shows none of it (a thirty-seventh
+    hostile review made every cell's output 256 KB, which the judge kept for the whole grading)."""
 
     def writable(self) -> bool:
         return True
@@ -41,9 +42,9 @@ class Discarded(io.TextIOBase):
 
 
 def _shell():
-    """The IPython shell cells run in: a plain ``InteractiveShell`` whose ``%matplotlib`` and ``%pylab`` keep
-    the Agg backend (a plain shell has no event loop, and raised ``NotImplementedError`` for
-    ``%matplotlib inline``, so the rest of the cell never ran)."""
+    """The IPython shell cells run in: a plain ``InteractiveShell`` whose ``%matplotlib`` and
+    ``%pylab`` keep the Agg backend (a plain shell has no event loop, and raised
+    ``NotImplementedError`` for ``%matplotlib inline``, so the rest of the cell never ran)."""
     import IPython.core.interactiveshell as ish
 
     class Shell(ish.InteractiveShell):
@@ -95,7 +96,10 @@ def main(fd: int) -> None:
                 _seed(request.get("seed"))
                 result = shell.run_cell(request["source"], store_history=False, silent=False)
                 error = result.error_in_exec or result.error_before_exec
-                reply = {"op": "done", "error": f"{type(error).__name__}: {error}" if error else None}
+                reply = {
+                    "op": "done",
+                    "error": f"{type(error).__name__}: {error}" if error else None,
+                }
             except BaseException as err:  # noqa: BLE001 - a cell may raise anything, SystemExit included
                 reply = {"op": "done", "error": f"{type(err).__name__}: {err}"}
             finally:
@@ -109,13 +113,18 @@ def main(fd: int) -> None:
                     try:
                         encoded[name] = channel.encode(shell.user_ns[name], handles)
                     except Exception as err:  # noqa: BLE001 - a student object may fail to encode
-                        encoded[name] = {channel.KIND: "opaque", "type": f"unreadable ({type(err).__name__})"}
+                        encoded[name] = {
+                            channel.KIND: "opaque",
+                            "type": f"unreadable ({type(err).__name__})",
+                        }
                 else:
                     encoded[name] = {channel.KIND: "missing"}
             channel.send(sock, {"op": "values"}, channel.dump(encoded))
         elif op == "kinds":
             names = request.get("names")
-            kinds = kinds_of(shell.user_ns, names[:MAX_KIND_NAMES] if isinstance(names, list) else [])
+            kinds = kinds_of(
+                shell.user_ns, names[:MAX_KIND_NAMES] if isinstance(names, list) else []
+            )
             channel.send(sock, {"op": "kinds", "kinds": kinds})
         elif op == "call":
             func = handles.get(int(request["handle"]))
@@ -125,24 +134,40 @@ def main(fd: int) -> None:
                 before = _fingerprints(args, kwargs)
                 with _in_torch_state(request.get("torch_state")):
                     result = func(*args, **kwargs)
-                changed = [key for key, print_ in _fingerprints(args, kwargs).items() if before.get(key) != print_]
-                channel.send(sock, {"op": "result", "mutated": changed},
-                             channel.dump(channel.encode(result, handles)))
+                changed = [
+                    key
+                    for key, print_ in _fingerprints(args, kwargs).items()
+                    if before.get(key) != print_
+                ]
+                channel.send(
+                    sock,
+                    {"op": "result", "mutated": changed},
+                    channel.dump(channel.encode(result, handles)),
+                )
             except BaseException as err:  # noqa: BLE001 - the student's function may raise anything
                 message = str(err)[:2000]
-                channel.send(sock, {"op": "raised", "type": type(err).__name__, "message": message,
-                                    "where": traceback.format_exc(limit=-3)[-4000:]})
+                channel.send(
+                    sock,
+                    {
+                        "op": "raised",
+                        "type": type(err).__name__,
+                        "message": message,
+                        "where": traceback.format_exc(limit=-3)[-4000:],
+                    },
+                )
         elif op == "bye":
             return
 
 
-#: The default dtypes a call may be asked to run under (``torch.set_default_dtype`` takes floating types only).
+#: The default dtypes a call may be asked to run under (``torch.set_default_dtype`` takes floating
+#: types only).
 DEFAULT_DTYPES = ("torch.float32", "torch.float64", "torch.float16", "torch.bfloat16")
 
 
 def _torch_state() -> list | None:
-    """``[threads, default dtype]``: the torch settings the cells left, which change a float32 training's last
-    bits (the judge may retrain a network in each setting the notebook's cells ran in)."""
+    """``[threads, default dtype]``: the torch settings the cells left, which change a float32
+    training's last bits (the judge may retrain a network in each setting the notebook's cells ran
+    in)."""
     import torch
 
     try:
@@ -152,16 +177,22 @@ def _torch_state() -> list | None:
 
 
 def valid_torch_state(state) -> bool:
-    """Whether ``state`` is ``[threads, default dtype]`` as :func:`_torch_state` gives it: 1 to 256 threads, one
-    of :data:`DEFAULT_DTYPES` (the judge keeps, and the student process applies, nothing else)."""
-    return (isinstance(state, list) and len(state) == 2 and type(state[0]) is int and 1 <= state[0] <= 256
-            and state[1] in DEFAULT_DTYPES)
+    """Whether ``state`` is ``[threads, default dtype]`` as :func:`_torch_state` gives it: 1 to 256
+    threads, one of :data:`DEFAULT_DTYPES` (the judge keeps, and the student process applies,
+    nothing else)."""
+    return (
+        isinstance(state, list)
+        and len(state) == 2
+        and type(state[0]) is int
+        and 1 <= state[0] <= 256
+        and state[1] in DEFAULT_DTYPES
+    )
 
 
 @contextlib.contextmanager
 def _in_torch_state(state):
-    """Run a call under ``state`` (``[threads, default dtype]`` as :func:`_torch_state` gave it), the settings
-    restored afterwards; ``None`` (or anything else) runs it as things stand."""
+    """Run a call under ``state`` (``[threads, default dtype]`` as :func:`_torch_state` gave it),
+    the settings restored afterwards; ``None`` (or anything else) runs it as things stand."""
     import torch
 
     if not valid_torch_state(state):
@@ -178,9 +209,11 @@ def _in_torch_state(state):
 
 
 def _fingerprints(args, kwargs) -> dict:
-    """A checksum of each tensor or array argument (by position, or by name for a keyword), its shape, dtype and
-    bytes (CRC-32: tens of milliseconds for a training set of 150 MB): which of them the call changed in place is told back to the judge, whose own copies the call never
-    touches (a fifteenth hostile review's ``slide`` that wrote into its input passed its in-place check)."""
+    """A checksum of each tensor or array argument (by position, or by name for a keyword), its
+    shape, dtype and bytes (CRC-32: tens of milliseconds for a training set of 150 MB): which of
+    them the call changed in place is told back to the judge, whose own copies the call never
+    touches (a fifteenth hostile review's ``slide`` that wrote into its input passed its in-place
+    check)."""
     import numpy as np
     import torch
 

@@ -1,5 +1,5 @@
-"""Shared fixtures: one build of each assignment per test session, into a scratch folder, and one private
-folder of reference values (:mod:`autograder.answers_cache`) for the session."""
+"""Shared fixtures: one build of each assignment per test session, into a scratch folder, and one
+private folder of reference values (:mod:`autograder.answers_cache`) for the session."""
 
 from __future__ import annotations
 
@@ -13,18 +13,18 @@ from tests.session_builds import build_once, shared_folder
 
 @pytest.fixture(scope="session")
 def answers_folder(tmp_path_factory) -> Path:
-    """The session's answers cache folder (mode 0700): each reference value the checks, builds and batches of
-    gradings need is computed once per session by the reference's own code, then loaded (the cache's
-    fingerprints tie every file to that code). Tests of the cache itself and of the references' computation
-    use folders of their own, or none. Under pytest-xdist the workers share it (the cache locks each file
-    while it is computed)."""
+    """The session's answers cache folder (mode 0700): each reference value the checks, builds and
+    batches of gradings need is computed once per session by the reference's own code, then loaded
+    (the cache's fingerprints tie every file to that code). Tests of the cache itself and of the
+    references' computation use folders of their own, or none. Under pytest-xdist the workers share
+    it (the cache locks each file while it is computed)."""
     return shared_folder(tmp_path_factory, "answers")
 
 
 @pytest.fixture(scope="session")
 def built_where_mlps_fail(tmp_path_factory, answers_folder) -> BuiltAssignment:
-    """``where_mlps_fail`` built once per session (otter assign, its own tests run), outside the committed
-    tree."""
+    """``where_mlps_fail`` built once per session (otter assign, its own tests run), outside the
+    committed tree."""
     return build_once("where_mlps_fail", tmp_path_factory, answers_folder)
 
 
@@ -33,15 +33,20 @@ def repo() -> Path:
     return Path(__file__).resolve().parents[1]
 
 
-#: Modules marked ``exclusive``: the sandbox tests of the student process (the user ``nobody``, fixtures in /tmp and
-#: /dev/shm), which a grading running beside them disturbs. ``bin/test`` runs them in a second pass, alone.
+#: Modules marked ``exclusive``: the sandbox tests of the student process (the user ``nobody``,
+#: fixtures in /tmp and /dev/shm), which a grading running beside them disturbs. ``bin/test`` runs
+#: them in a second pass, alone.
 EXCLUSIVE_MODULES = ("tests/test_student_process.py",)
 
 
 def pytest_addoption(parser):
-    parser.addoption("--exclusive", choices=("skip", "only"), default=None,
-                     help="skip the tests marked `exclusive` (the sandbox tests that must run with no grading "
-                          "beside them), or run only those: bin/test runs the others on two workers, then these")
+    parser.addoption(
+        "--exclusive",
+        choices=("skip", "only"),
+        default=None,
+        help="skip the tests marked `exclusive` (the sandbox tests that must run with no grading "
+        "beside them), or run only those: bin/test runs the others on two workers, then these",
+    )
 
 
 def pytest_itemcollected(item):
@@ -55,8 +60,12 @@ def pytest_collection_modifyitems(config, items):
     exclusive = config.getoption("--exclusive")
     if exclusive is not None:
         wanted = exclusive == "only"
-        keep = [item for item in items if (item.get_closest_marker("exclusive") is not None) == wanted]
-        dropped = [item for item in items if (item.get_closest_marker("exclusive") is not None) != wanted]
+        keep = [
+            item for item in items if (item.get_closest_marker("exclusive") is not None) == wanted
+        ]
+        dropped = [
+            item for item in items if (item.get_closest_marker("exclusive") is not None) != wanted
+        ]
         if dropped:
             config.hook.pytest_deselected(items=dropped)
             items[:] = keep

@@ -1,6 +1,7 @@
-"""What the test session shares between its pytest-xdist workers: one answers folder and one build of each
-assignment, made by whichever worker needs it first while the others wait for it (a file lock), then read
-by all. Without xdist the session is one process and the same functions serve it alone."""
+"""What the test session shares between its pytest-xdist workers: one answers folder and one build
+of each assignment, made by whichever worker needs it first while the others wait for it (a file
+lock), then read by all. Without xdist the session is one process and the same functions serve it
+alone."""
 
 from __future__ import annotations
 
@@ -16,8 +17,8 @@ from autograder.build import BuiltAssignment, build_assignment
 
 
 def shared_root(tmp_path_factory) -> Path:
-    """The folder every worker of this session sees: the parent of the workers' own base folders under
-    xdist (``pytest-N/popen-gwK``), the session's base folder otherwise."""
+    """The folder every worker of this session sees: the parent of the workers' own base folders
+    under xdist (``pytest-N/popen-gwK``), the session's base folder otherwise."""
     base = tmp_path_factory.getbasetemp()
     return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
 
@@ -35,8 +36,8 @@ _BUILT: dict[str, BuiltAssignment] = {}
 
 
 def build_once(name: str, tmp_path_factory, answers_folder: Path) -> BuiltAssignment:
-    """``name`` built (otter assign, its own tests run) into a scratch folder, outside the committed tree,
-    once per test session however many workers ask (a build takes 20 to 110 s).
+    """``name`` built (otter assign, its own tests run) into a scratch folder, outside the committed
+    tree, once per test session however many workers ask (a build takes 20 to 110 s).
 
     The build executes the solution notebook in Otter's own process at one
     thread (unless the caller set another): the thread count the references
@@ -51,17 +52,30 @@ def build_once(name: str, tmp_path_factory, answers_folder: Path) -> BuiltAssign
     with FileLock(str(root) + ".lock"):
         if record.is_file():
             fields = json.loads(record.read_text())
-            built = BuiltAssignment(name=fields.pop("name"), **{k: Path(v) for k, v in fields.items()})
+            built = BuiltAssignment(
+                name=fields.pop("name"), **{k: Path(v) for k, v in fields.items()}
+            )
         else:
             root.mkdir(exist_ok=True)
             with pytest.MonkeyPatch.context() as mp:
                 mp.setenv("OMP_NUM_THREADS", os.environ.get("OMP_NUM_THREADS", "1"))
                 mp.setenv("MKL_NUM_THREADS", os.environ.get("MKL_NUM_THREADS", "1"))
                 mp.setenv(ENV_DIR, str(answers_folder))
-                built = build_assignment(name, run_tests=True, build_root=root / "build",
-                                         student_root=root / "student_template")
-            record.write_text(json.dumps({"name": built.name, "student_dir": str(built.student_dir),
-                                          "autograder_zip": str(built.autograder_zip),
-                                          "solution": str(built.solution)}))
+                built = build_assignment(
+                    name,
+                    run_tests=True,
+                    build_root=root / "build",
+                    student_root=root / "student_template",
+                )
+            record.write_text(
+                json.dumps(
+                    {
+                        "name": built.name,
+                        "student_dir": str(built.student_dir),
+                        "autograder_zip": str(built.autograder_zip),
+                        "solution": str(built.solution),
+                    }
+                )
+            )
     _BUILT[name] = built
     return built

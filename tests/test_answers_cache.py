@@ -31,25 +31,37 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def assert_same(actual, expected, where="value"):
-    """Equal types and values all the way down (tensors: dtype, shape and every element, NaN = NaN)."""
-    assert type(actual) is type(expected), f"{where}: type {type(actual).__name__}, expected {type(expected).__name__}"
+    """Equal types and values all the way down (tensors: dtype, shape and every element, NaN =
+    NaN)."""
+    assert type(actual) is type(expected), (
+        f"{where}: type {type(actual).__name__}, expected {type(expected).__name__}"
+    )
     if isinstance(expected, torch.Tensor):
-        assert actual.dtype == expected.dtype and actual.shape == expected.shape, \
-            f"{where}: {actual.dtype} {tuple(actual.shape)}, expected {expected.dtype} {tuple(expected.shape)}"
+        assert actual.dtype == expected.dtype and actual.shape == expected.shape, (
+            f"{where}: {actual.dtype} {tuple(actual.shape)}, expected {expected.dtype} "
+            f"{tuple(expected.shape)}"
+        )
         if expected.is_floating_point():
-            same = torch.equal(actual.isnan(), expected.isnan()) and torch.equal(actual.nan_to_num(), expected.nan_to_num())
+            same = torch.equal(actual.isnan(), expected.isnan()) and torch.equal(
+                actual.nan_to_num(), expected.nan_to_num()
+            )
         else:
             same = torch.equal(actual, expected)
         assert same, f"{where}: tensor values differ"
     elif isinstance(expected, np.ndarray):
-        assert actual.dtype == expected.dtype and np.array_equal(actual, expected, equal_nan=True), \
-            f"{where}: arrays differ"
+        assert actual.dtype == expected.dtype and np.array_equal(
+            actual, expected, equal_nan=True
+        ), f"{where}: arrays differ"
     elif isinstance(expected, dict):
-        assert list(actual) == list(expected), f"{where}: keys {list(actual)}, expected {list(expected)}"
+        assert list(actual) == list(expected), (
+            f"{where}: keys {list(actual)}, expected {list(expected)}"
+        )
         for key in expected:
             assert_same(actual[key], expected[key], f"{where}[{key!r}]")
     elif isinstance(expected, (list, tuple)):
-        assert len(actual) == len(expected), f"{where}: length {len(actual)}, expected {len(expected)}"
+        assert len(actual) == len(expected), (
+            f"{where}: length {len(actual)}, expected {len(expected)}"
+        )
         for i, (a, e) in enumerate(zip(actual, expected)):
             assert_same(a, e, f"{where}[{i}]")
     elif isinstance(expected, float) and math.isnan(expected):
@@ -59,10 +71,19 @@ def assert_same(actual, expected, where="value"):
 
 
 def toy_value() -> dict:
-    """Every kind of value the references hold: tensors, Size, tuples, dicts with tuple keys, floats, str, bool."""
-    return {"t": torch.arange(6, dtype=torch.float64).reshape(2, 3) / 7, "i": torch.tensor([3, 1], dtype=torch.int64),
-            "size": torch.Size([784, 10]), "peak": (3, 4, 0.5), "nan": float("nan"), "name": "Trouser",
-            "flag": True, ("equivariant", "conv"): 1e-25, "nested": [{"a": 1}, (2, "b")]}
+    """Every kind of value the references hold: tensors, Size, tuples, dicts with tuple keys,
+    floats, str, bool."""
+    return {
+        "t": torch.arange(6, dtype=torch.float64).reshape(2, 3) / 7,
+        "i": torch.tensor([3, 1], dtype=torch.int64),
+        "size": torch.Size([784, 10]),
+        "peak": (3, 4, 0.5),
+        "nan": float("nan"),
+        "name": "Trouser",
+        "flag": True,
+        ("equivariant", "conv"): 1e-25,
+        "nested": [{"a": 1}, (2, "b")],
+    }
 
 
 class Counter:
@@ -91,22 +112,27 @@ def test_without_a_folder_every_call_computes(monkeypatch):
     compute = Counter()
     cached("toy", compute)
     cached("toy", compute)
-    assert compute.calls == 2, f"with no cache folder each call should compute, computed {compute.calls} times"
+    assert compute.calls == 2, (
+        f"with no cache folder each call should compute, computed {compute.calls} times"
+    )
 
 
 def test_a_hit_returns_what_was_computed_and_computes_once(cache_dir, capfd):
     compute = Counter()
     first = cached("toy", compute)
     second = cached("toy", compute)
-    assert compute.calls == 1, f"the second call should load the stored value, but computed {compute.calls} times"
+    assert compute.calls == 1, (
+        f"the second call should load the stored value, but computed {compute.calls} times"
+    )
     assert_same(second, first)
     assert_same(second, toy_value())
     path = cache_dir / "toy.pt"
     mode = stat.S_IMODE(path.stat().st_mode)
     assert mode == 0o600, f"the cache file should be private to its owner (0600), has {mode:o}"
     err = capfd.readouterr().err
-    assert "answers cache: computed toy" in err and "answers cache: loaded toy" in err, \
+    assert "answers cache: computed toy" in err and "answers cache: loaded toy" in err, (
         f"each compute and load should be noted on stderr, got {err!r}"
+    )
 
 
 def test_a_changed_source_file_is_recomputed(cache_dir, tmp_path):
@@ -134,10 +160,14 @@ def _assert_refused_and_recomputed(path: Path, capfd, reason_part: str) -> str:
     capfd.readouterr()
     compute = Counter()
     value = cached("toy", compute)
-    assert compute.calls == 1, f"a refused cache file should be recomputed, computed {compute.calls} times"
+    assert compute.calls == 1, (
+        f"a refused cache file should be recomputed, computed {compute.calls} times"
+    )
     assert_same(value, toy_value())
     out, err = capfd.readouterr()
-    assert "refused" in err and reason_part in err, f"the refusal should say {reason_part!r}, stderr: {err!r}"
+    assert "refused" in err and reason_part in err, (
+        f"the refusal should say {reason_part!r}, stderr: {err!r}"
+    )
     return out
 
 
@@ -147,7 +177,8 @@ def test_a_tampered_payload_is_refused(cache_dir, capfd):
     data[-40] ^= 0xFF  # one byte of the pickled payload
     path.write_bytes(bytes(data))
     _assert_refused_and_recomputed(path, capfd, "SHA-256")
-    assert_same(answers_cache.load(path, "toy", answers_cache.fingerprint("toy")), toy_value())  # rewritten
+    # rewritten
+    assert_same(answers_cache.load(path, "toy", answers_cache.fingerprint("toy")), toy_value())
 
 
 class Smuggled:
@@ -183,7 +214,9 @@ def test_a_file_writable_by_group_or_others_is_refused(cache_dir, capfd, mode):
     path = _stored(cache_dir)
     path.chmod(mode)
     _assert_refused_and_recomputed(path, capfd, "writable by group or others")
-    assert stat.S_IMODE(path.stat().st_mode) == 0o600, "the recomputed value should replace the file, mode 0600"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600, (
+        "the recomputed value should replace the file, mode 0600"
+    )
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="giving a file to another user needs root")
@@ -191,7 +224,9 @@ def test_a_file_owned_by_another_user_is_refused(cache_dir, capfd):
     path = _stored(cache_dir)
     os.chown(path, 65534, 65534)
     _assert_refused_and_recomputed(path, capfd, "owned by user id 65534")
-    assert path.stat().st_uid == os.geteuid(), "the recomputed value should replace the foreign file"
+    assert path.stat().st_uid == os.geteuid(), (
+        "the recomputed value should replace the foreign file"
+    )
 
 
 def test_a_symbolic_link_is_refused(cache_dir, capfd, tmp_path):
@@ -225,8 +260,12 @@ def test_a_folder_open_to_group_or_others_is_not_used(cache_dir, capfd, mode):
 
 def test_a_value_that_is_not_plain_data_is_returned_but_not_stored(cache_dir, capfd):
     value = cached("array", lambda: np.arange(3))
-    assert np.array_equal(value, np.arange(3)), "the computed value should be returned even if it cannot be stored"
-    assert not (cache_dir / "array.pt").exists(), "a value weights_only cannot read back should not be stored"
+    assert np.array_equal(value, np.arange(3)), (
+        "the computed value should be returned even if it cannot be stored"
+    )
+    assert not (cache_dir / "array.pt").exists(), (
+        "a value weights_only cannot read back should not be stored"
+    )
     assert "could not store" in capfd.readouterr().err
 
 
@@ -234,9 +273,12 @@ def test_a_lock_that_cannot_be_taken_means_computing_without_the_cache(cache_dir
     (cache_dir / ".toy.lock").symlink_to(tmp_path / "elsewhere.lock")
     compute = Counter()
     assert_same(cached("toy", compute), toy_value())
-    assert compute.calls == 1 and not (cache_dir / "toy.pt").exists(), \
+    assert compute.calls == 1 and not (cache_dir / "toy.pt").exists(), (
         "with its lock unavailable the value should be computed and not stored"
-    assert not (tmp_path / "elsewhere.lock").exists(), "the lock's symbolic link should not be followed"
+    )
+    assert not (tmp_path / "elsewhere.lock").exists(), (
+        "the lock's symbolic link should not be followed"
+    )
     assert "without the cache" in capfd.readouterr().err
 
 
@@ -245,7 +287,8 @@ def test_names_are_file_names_only(cache_dir):
         cached("../escape", toy_value)
 
 
-# ------------------------------------------------------------------ concurrency and the batch folder
+# ------------------------------------------------------------------ concurrency and the batch
+# folder
 
 RACER = """
 import sys, time
@@ -262,19 +305,31 @@ print(cached("race", compute))
 def test_two_processes_starting_together_compute_once(cache_dir, tmp_path):
     log = tmp_path / "computations.txt"
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    procs = [subprocess.Popen([sys.executable, "-c", RACER, str(log)], env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for _ in range(3)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", RACER, str(log)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(3)
+    ]
     outputs = [p.communicate(timeout=120) for p in procs]
     for p, (out, err) in zip(procs, outputs):
         assert p.returncode == 0, f"a racing process failed: {err}"
         assert out.strip() == "{'x': 1}", f"every process should get the value, got {out!r}"
-    assert log.read_text().count("computed") == 1, f"the value should be computed once, log: {log.read_text()!r}"
+    assert log.read_text().count("computed") == 1, (
+        f"the value should be computed once, log: {log.read_text()!r}"
+    )
 
 
 def test_batch_folder_is_private_set_for_the_batch_and_removed(monkeypatch):
     monkeypatch.setenv(ENV_DIR, "/previous")
     with answers_cache.batch_folder() as folder:
-        assert os.environ[ENV_DIR] == str(folder), "the batch folder should be named in the environment"
+        assert os.environ[ENV_DIR] == str(folder), (
+            "the batch folder should be named in the environment"
+        )
         assert stat.S_IMODE(folder.stat().st_mode) == 0o700, "the batch folder should be mode 0700"
         assert answers_cache.folder() == folder, "the batch folder should be trusted"
     assert not folder.exists(), "a temporary batch folder should be removed at the end"
@@ -294,11 +349,14 @@ def test_without_folder_hides_the_variable(monkeypatch):
     monkeypatch.setenv(ENV_DIR, "/somewhere")
     with answers_cache.without_folder():
         assert ENV_DIR not in os.environ, "the variable should be unset inside without_folder()"
-    assert os.environ[ENV_DIR] == "/somewhere", "the variable should be restored after without_folder()"
+    assert os.environ[ENV_DIR] == "/somewhere", (
+        "the variable should be restored after without_folder()"
+    )
 
 
 def test_the_student_process_does_not_receive_the_folder(monkeypatch, tmp_path):
-    """The judge starts the student process with an explicit environment that leaves the variable out."""
+    """The judge starts the student process with an explicit environment that leaves the variable
+    out."""
     from autograder import judge
 
     seen = {}
@@ -316,13 +374,18 @@ def test_the_student_process_does_not_receive_the_folder(monkeypatch, tmp_path):
     process = judge.StudentProcess(tmp_path, judge.Limits(), user=None)
     with pytest.raises(Stop):
         process.start()
-    assert "env" in seen and seen["env"] is not None, "the student process should get an explicit environment"
-    assert seen["env"].get("OMP_NUM_THREADS") == "1", "sanity: the passed-through variables should reach the student"
+    assert "env" in seen and seen["env"] is not None, (
+        "the student process should get an explicit environment"
+    )
+    assert seen["env"].get("OMP_NUM_THREADS") == "1", (
+        "sanity: the passed-through variables should reach the student"
+    )
     leaked = [k for k in seen["env"] if "ANSWERS" in k]
     assert not leaked, f"the student process should not learn where the cache is, but got {leaked}"
 
 
-# ------------------------------------------------------------------ every assignment's reference values
+# ------------------------------------------------------------------ every assignment's reference
+# values
 
 
 def _round_trip(clear, call):
@@ -350,9 +413,14 @@ def test_telling_things_apart_answers_and_model_through_the_cache(cache_dir, cap
         ref._answers.cache_clear()
         ref._trained.cache_clear()
 
-    computed, loaded = _round_trip(clear, lambda: (ref.answers(), ref.reference_model().state_dict()))
+    computed, loaded = _round_trip(
+        clear, lambda: (ref.answers(), ref.reference_model().state_dict())
+    )
     err = capfd.readouterr().err
-    assert "loaded telling_things_apart.answers" in err and "loaded telling_things_apart.trained" in err, err
+    assert (
+        "loaded telling_things_apart.answers" in err
+        and "loaded telling_things_apart.trained" in err
+    ), err
     assert_same(loaded[0], computed[0], "telling_things_apart.answers()")
     assert_same(dict(loaded[1]), dict(computed[1]), "telling_things_apart.reference_model()")
 
@@ -373,12 +441,19 @@ def test_when_it_fails_answers_and_training_through_the_cache(cache_dir, capfd):
 def test_inductive_bias_experiments_through_the_cache(cache_dir, capfd):
     from reference import inductive_bias as ref
 
-    computed, loaded = _round_trip(lambda: None, lambda: (ref.noise_free_errors(), ref.learning_curves(seeds=(0,))))
+    computed, loaded = _round_trip(
+        lambda: None, lambda: (ref.noise_free_errors(), ref.learning_curves(seeds=(0,)))
+    )
     err = capfd.readouterr().err
-    assert "loaded inductive_bias.noise_free_errors" in err and "loaded inductive_bias.learning_curves." in err, err
+    assert (
+        "loaded inductive_bias.noise_free_errors" in err
+        and "loaded inductive_bias.learning_curves." in err
+    ), err
     assert_same(loaded[0], computed[0], "noise_free_errors()")
     for field in ("targets", "models", "sizes", "seeds", "noise_sd", "errors"):
-        assert_same(getattr(loaded[1], field), getattr(computed[1], field), f"learning_curves().{field}")
+        assert_same(
+            getattr(loaded[1], field), getattr(computed[1], field), f"learning_curves().{field}"
+        )
 
 
 # ------------------------------------------------------------------ a real batch
@@ -391,31 +466,71 @@ def test_a_batch_computes_the_answers_once_and_regrading_gives_the_same_scores(t
     from tests.fixtures.submissions import apply
     from tests.fixtures.where_mlps_fail.catalogue import WRONG
 
-    built = build_assignment("where_mlps_fail", run_tests=False, build_root=tmp_path / "build",
-                             student_root=tmp_path / "student")
+    built = build_assignment(
+        "where_mlps_fail",
+        run_tests=False,
+        build_root=tmp_path / "build",
+        student_root=tmp_path / "student",
+    )
     wrong = WRONG[0]
-    subs = [built.solution, apply(built.solution, wrong, tmp_path / "subs" / f"{wrong.name}.ipynb"), built.solution]
+    subs = [
+        built.solution,
+        apply(built.solution, wrong, tmp_path / "subs" / f"{wrong.name}.ipynb"),
+        built.solution,
+    ]
     answers_dir = tmp_path / "answers"
 
-    first = grade_many(built.autograder_zip, subs, tmp_path / "first", jobs=2, progress=False, answers_dir=answers_dir)
+    first = grade_many(
+        built.autograder_zip,
+        subs,
+        tmp_path / "first",
+        jobs=2,
+        progress=False,
+        answers_dir=answers_dir,
+    )
     stored = answers_dir / "where_mlps_fail.answers.pt"
     assert stored.is_file(), f"the batch should have stored the reference values at {stored}"
     written = stored.stat().st_mtime_ns
-    logs = [(tmp_path / "first" / label / "grading.log").read_text() for label in ("solution", wrong.name, "solution-2")]
+    logs = [
+        (tmp_path / "first" / label / "grading.log").read_text()
+        for label in ("solution", wrong.name, "solution-2")
+    ]
     computed = sum(log.count("answers cache: computed where_mlps_fail.answers") for log in logs)
     loaded = sum(log.count("answers cache: loaded where_mlps_fail.answers") for log in logs)
-    assert (computed, loaded) == (1, 2), f"one judge should compute the values and two load them: {computed}, {loaded}"
+    assert (computed, loaded) == (1, 2), (
+        f"one judge should compute the values and two load them: {computed}, {loaded}"
+    )
     assert all(r.error is None for r in first), [r.error for r in first]
-    assert first[0].total == first[0].possible, f"the solution should score full marks, got {first[0].scores}"
-    assert first[0].scores == first[2].scores, "the same notebook should get the same scores in one batch"
-    assert first[1].scores[wrong.loses][0] == 0, f"{wrong.name} should lose {wrong.loses}: {first[1].scores}"
+    assert first[0].total == first[0].possible, (
+        f"the solution should score full marks, got {first[0].scores}"
+    )
+    assert first[0].scores == first[2].scores, (
+        "the same notebook should get the same scores in one batch"
+    )
+    assert first[1].scores[wrong.loses][0] == 0, (
+        f"{wrong.name} should lose {wrong.loses}: {first[1].scores}"
+    )
 
-    # the regrade: the two notebooks again (the solution's second copy above already showed one notebook's
-    # scores repeat within a batch)
-    again = grade_many(built.autograder_zip, subs[:2], tmp_path / "again", jobs=2, progress=False,
-                       answers_dir=answers_dir)
-    assert [r.scores for r in again] == [r.scores for r in first[:2]], "regrading should give identical scores"
-    assert stored.stat().st_mtime_ns == written, "regrading with the same folder should not rewrite the values"
-    logs = [(tmp_path / "again" / label / "grading.log").read_text() for label in ("solution", wrong.name)]
-    assert all("answers cache: loaded where_mlps_fail.answers" in log for log in logs), \
+    # the regrade: the two notebooks again (the solution's second copy above already showed one
+    # notebook's scores repeat within a batch)
+    again = grade_many(
+        built.autograder_zip,
+        subs[:2],
+        tmp_path / "again",
+        jobs=2,
+        progress=False,
+        answers_dir=answers_dir,
+    )
+    assert [r.scores for r in again] == [r.scores for r in first[:2]], (
+        "regrading should give identical scores"
+    )
+    assert stored.stat().st_mtime_ns == written, (
+        "regrading with the same folder should not rewrite the values"
+    )
+    logs = [
+        (tmp_path / "again" / label / "grading.log").read_text()
+        for label in ("solution", wrong.name)
+    ]
+    assert all("answers cache: loaded where_mlps_fail.answers" in log for log in logs), (
         "every judge of the second batch should load the stored values"
+    )

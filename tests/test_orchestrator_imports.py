@@ -14,8 +14,9 @@ import sys
 import textwrap
 from pathlib import Path
 
-#: Runs ``grade`` through the command line's own ``main`` with every limit option, on a tiny autograder zip and
-#: a submission that does not exist (so no judge is started), then prints what it imported.
+#: Runs ``grade`` through the command line's own ``main`` with every limit option, on a tiny
+#: autograder zip and a submission that does not exist (so no judge is started), then prints what it
+#: imported.
 GRADE_WITHOUT_A_JUDGE = textwrap.dedent("""
     import json, sys, zipfile
     from pathlib import Path
@@ -38,21 +39,31 @@ GRADE_WITHOUT_A_JUDGE = textwrap.dedent("""
 
 
 def _run(code: str, *args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", code, *args], cwd=cwd, capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-c", code, *args], cwd=cwd, capture_output=True, text=True, timeout=300
+    )
 
 
 def test_grade_command_imports_no_torch(tmp_path, repo):
     proc = _run(GRADE_WITHOUT_A_JUDGE, str(tmp_path), cwd=repo)
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert report == {"status": 1, "imported": []}, \
-        f"`grade` should fail its missing submission and import none of torch, numpy, Otter or the judge: {report}"
+    assert report == {"status": 1, "imported": []}, (
+        f"`grade` should fail its missing submission and import none of torch, numpy, Otter or the "
+        f"judge: {report}"
+    )
     row = (tmp_path / "out" / "scores.csv").read_text().splitlines()[1]
-    assert row.startswith("missing,") and "does not exist" in row, f"the missing submission's row: {row!r}"
+    assert row.startswith("missing,") and "does not exist" in row, (
+        f"the missing submission's row: {row!r}"
+    )
 
 
 def test_the_judge_imports_torch(repo):
-    """Control: the fresh interpreter's ``sys.modules`` does show torch once the judge is imported."""
-    proc = _run("import sys; import autograder.grade, autograder.judge; print('torch' in sys.modules)", cwd=repo)
+    """Control: the fresh interpreter's ``sys.modules`` does show torch once the judge is
+    imported."""
+    proc = _run(
+        "import sys; import autograder.grade, autograder.judge; print('torch' in sys.modules)",
+        cwd=repo,
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "True"

@@ -1,8 +1,9 @@
 """Cells named as a student finds them, and graded names a later cell rebound (issue 25).
 
-A notebook reused ``x`` as a loop variable, set ``order = []`` and ``slide = None`` at its end: each answer was
-graded by its final value, as it should be, but the message said "not defined" or "should be a torch tensor, but
-it is an int", and named the cell as "Code cell 16", a number Jupyter shows nowhere.
+A notebook reused ``x`` as a loop variable, set ``order = []`` and ``slide = None`` at its end: each
+answer was graded by its final value, as it should be, but the message said "not defined" or "should
+be a torch tensor, but it is an int", and named the cell as "Code cell 16", a number Jupyter shows
+nowhere.
 """
 
 from __future__ import annotations
@@ -20,8 +21,8 @@ md, code = nbformat.v4.new_markdown_cell, nbformat.v4.new_code_cell
 
 
 def notebook():
-    """A student version's layout: setup, two questions each with an answer cell and Otter's check cell, a
-    heading, and a cell at the end that reuses the answers' names."""
+    """A student version's layout: setup, two questions each with an answer cell and Otter's check
+    cell, a heading, and a cell at the end that reuses the answers' names."""
     ignored = code("print('ignored')")
     ignored.metadata["tags"] = ["otter_ignore"]
     return nbformat.v4.new_notebook(cells=[
@@ -54,7 +55,9 @@ def test_cells_are_named_by_the_question_text_or_heading_above_them():
         "the 1st code cell under the heading \"Scratch work at the end\"",
         "the 2nd code cell under the heading \"Scratch work at the end\"",
     ], actual.labels
-    assert actual.question_cells == {"q1": 3, "q2_1": 5}, "a question's cell is the one that checks it"
+    assert actual.question_cells == {"q1": 3, "q2_1": 5}, (
+        "a question's cell is the one that checks it"
+    )
 
 
 def test_a_question_without_its_check_cell_ends_at_its_last_code_cell():
@@ -75,34 +78,74 @@ def test_kinds_are_read_without_the_students_code():
         def __class__(self):
             raise RuntimeError("ran")
 
-    actual = kinds_of({"t": torch.zeros(2), "p": torch.nn.Parameter(torch.zeros(1)), "m": torch.nn.Linear(1, 1),
-                       "a": np.zeros(2), "n": 3, "f": 0.5, "s": np.float32(1), "l": [], "d": {}, "fn": len,
-                       "lam": lambda: 0, "none": None, "odd": Sneaky()}, ["t", "p", "m", "a", "n", "f", "s", "l",
-                                                                          "d", "fn", "lam", "none", "odd", "gone"])
-    assert actual == {"t": "a torch tensor", "p": "a torch tensor", "m": "a torch model", "a": "a NumPy array",
-                      "n": "a number", "f": "a number", "s": "a number", "l": "a list", "d": "a dict",
-                      "fn": "a function", "lam": "a function", "none": "None", "odd": "a Sneaky",
-                      "gone": MISSING}, actual
-    assert kind_of(True) == kind_of(2), "a bool and an int are the same kind: no rebound between them"
+    actual = kinds_of(
+        {
+            "t": torch.zeros(2),
+            "p": torch.nn.Parameter(torch.zeros(1)),
+            "m": torch.nn.Linear(1, 1),
+            "a": np.zeros(2),
+            "n": 3,
+            "f": 0.5,
+            "s": np.float32(1),
+            "l": [],
+            "d": {},
+            "fn": len,
+            "lam": lambda: 0,
+            "none": None,
+            "odd": Sneaky(),
+        },
+        ["t", "p", "m", "a", "n", "f", "s", "l", "d", "fn", "lam", "none", "odd", "gone"],
+    )
+    assert actual == {
+        "t": "a torch tensor",
+        "p": "a torch tensor",
+        "m": "a torch model",
+        "a": "a NumPy array",
+        "n": "a number",
+        "f": "a number",
+        "s": "a number",
+        "l": "a list",
+        "d": "a dict",
+        "fn": "a function",
+        "lam": "a function",
+        "none": "None",
+        "odd": "a Sneaky",
+        "gone": MISSING,
+    }, actual
+    assert kind_of(True) == kind_of(2), (
+        "a bool and an int are the same kind: no rebound between them"
+    )
 
 
 def test_a_watch_reports_a_name_a_later_cell_rebound_and_which_cell():
     nb_map = map_notebook(notebook())
     watch = KindWatch({"q1": ["order"], "q2_1": ["slide", "x"]}, nb_map)
-    per_cell = [{}, {}, {"order": "a torch tensor"}, {"order": "a torch tensor"},
-                {"order": "a torch tensor", "slide": "a function"}, {"order": "a torch tensor", "slide": "a function"},
-                {"order": "a torch tensor", "slide": "a function", "x": "a number"},
-                {"order": "a number", "slide": "None", "x": "a number"}]
+    per_cell = [
+        {},
+        {},
+        {"order": "a torch tensor"},
+        {"order": "a torch tensor"},
+        {"order": "a torch tensor", "slide": "a function"},
+        {"order": "a torch tensor", "slide": "a function"},
+        {"order": "a torch tensor", "slide": "a function", "x": "a number"},
+        {"order": "a number", "slide": "None", "x": "a number"},
+    ]
     for index, kinds in enumerate(per_cell):
         watch.after_cell(index, {n: kinds.get(n, MISSING) for n in watch.names})
     (order,) = watch.rebound("q1")
     assert (order.name, order.then, order.now) == ("order", "a torch tensor", "a number")
-    assert order.cell == "the 2nd code cell under the heading \"Scratch work at the end\"", order.cell
-    assert [r.name for r in watch.rebound("q2_1")] == ["slide"], "x was not defined after q2_1's cell: not rebound"
+    assert order.cell == "the 2nd code cell under the heading \"Scratch work at the end\"", (
+        order.cell
+    )
+    assert [r.name for r in watch.rebound("q2_1")] == ["slide"], (
+        "x was not defined after q2_1's cell: not rebound"
+    )
     (message,) = watch.messages("q1")
-    assert message.startswith("`order` was rebound after its question (the 2nd code cell under the heading "
-                              "\"Scratch work at the end\"): it is a number at the end of the notebook; it was a "
-                              "torch tensor right after q1's cell (the 2nd code cell under q1's text)."), message
+    assert message.startswith(
+        "`order` was rebound after its question (the 2nd code cell under the heading "
+        "\"Scratch work at the end\"): it is a number at the end of the notebook; it was a "
+        "torch tensor right after q1's cell (the 2nd code cell under q1's text)."
+    ), message
     assert "Answers are read when the whole notebook has run" in message
 
 
@@ -111,11 +154,15 @@ def test_the_same_kind_or_a_name_defined_later_is_not_rebound():
     watch = KindWatch({"q1": ["order"]}, nb_map)
     for index in range(8):
         watch.after_cell(index, {"order": MISSING if index < 4 else "a torch tensor"})
-    assert watch.rebound("q1") == [], "undefined at its check, defined later: graded as it ends, nothing to say"
+    assert watch.rebound("q1") == [], (
+        "undefined at its check, defined later: graded as it ends, nothing to say"
+    )
     watch = KindWatch({"q1": ["order"]}, nb_map)
     for index in range(8):
         watch.after_cell(index, {"order": "a torch tensor"})
-    assert watch.rebound("q1") == [], "a tensor replaced by another tensor is no rebound this can see"
+    assert watch.rebound("q1") == [], (
+        "a tensor replaced by another tensor is no rebound this can see"
+    )
 
 
 def test_a_deleted_name_is_reported_as_deleted():
@@ -123,19 +170,30 @@ def test_a_deleted_name_is_reported_as_deleted():
     for index in range(8):
         watch.after_cell(index, {"order": MISSING if index == 7 else "a torch tensor"})
     (message,) = watch.messages("q1")
-    assert message.startswith("`order` was deleted after its question (the 2nd code cell under the heading"), message
+    assert message.startswith(
+        "`order` was deleted after its question (the 2nd code cell under the heading"
+    ), message
     assert message.endswith("keep it defined to the end."), message
 
 
 def test_cell_notes_name_cells_as_the_student_finds_them():
     labels = map_notebook(notebook())
-    notes = _cell_notes([CellRecord(0), CellRecord(4, "ValueError: bad"), CellRecord(5, None, "interrupted after 60 "
-                         "seconds"), CellRecord(6, None, "not run: the grading deadline passed"),
-                         CellRecord(7, None, "not run: the grading deadline passed")], labels.label)
+    notes = _cell_notes(
+        [
+            CellRecord(0),
+            CellRecord(4, "ValueError: bad"),
+            CellRecord(5, None, "interrupted after 60 seconds"),
+            CellRecord(6, None, "not run: the grading deadline passed"),
+            CellRecord(7, None, "not run: the grading deadline passed"),
+        ],
+        labels.label,
+    )
     assert notes == [
         "The 2nd code cell under q2_1's text raised ValueError: bad; grading went on after it.",
-        "The 3rd code cell under q2_1's text interrupted after 60 seconds; grading went on without it.",
-        "The 1st code cell under the heading \"Scratch work at the end\" and the 1 code cell(s) after it were not "
+        "The 3rd code cell under q2_1's text interrupted after 60 seconds; grading went on without "
+        "it.",
+        "The 1st code cell under the heading \"Scratch work at the end\" and the 1 code cell(s) "
+        "after it were not "
         "run: the grading deadline passed.",
     ], notes
 

@@ -1,13 +1,15 @@
-"""The student process as a notebook sees it: cell magics, ``%matplotlib``, Otter's seeding, cell errors in
-the output, and a student process that stops talking in the middle of a reply.
+"""The student process as a notebook sees it: cell magics, ``%matplotlib``, Otter's seeding, cell
+errors in the output, and a student process that stops talking in the middle of a reply.
 
-A nineteenth hostile review: a cell that starts with ``%%time`` or ``%%capture`` failed (the seeding lines
-put in front of it made the magic a line magic), and ``%matplotlib inline`` raised ``NotImplementedError`` in
-the plain IPython shell; either way the cell's answers were lost and the output did not say why. A student
-process that wrote half a frame and slept held the judge past every limit.
+A nineteenth hostile review: a cell that starts with ``%%time`` or ``%%capture`` failed (the seeding
+lines put in front of it made the magic a line magic), and ``%matplotlib inline`` raised
+``NotImplementedError`` in the plain IPython shell; either way the cell's answers were lost and the
+output did not say why. A student process that wrote half a frame and slept held the judge past
+every limit.
 
-A twenty-second hostile review: a ``DataLoader`` with four worker processes took an honest notebook past the
-memory limit, because each forked worker's resident memory counted the pages it shares with its parent again.
+A twenty-second hostile review: a ``DataLoader`` with four worker processes took an honest notebook
+past the memory limit, because each forked worker's resident memory counted the pages it shares with
+its parent again.
 """
 
 from __future__ import annotations
@@ -27,8 +29,16 @@ import numpy as np
 import pytest
 
 from autograder import judge
-from autograder.judge import (CELLS_COUNTED, Limits, Session, StudentFailure, _cell_notes, _proportional_kb,
-                              _resident_kb, without_otter_calls)
+from autograder.judge import (
+    CELLS_COUNTED,
+    Limits,
+    Session,
+    StudentFailure,
+    _cell_notes,
+    _proportional_kb,
+    _resident_kb,
+    without_otter_calls,
+)
 
 SEED = 42
 
@@ -56,7 +66,9 @@ def test_cell_magics_and_matplotlib_magics_run_the_whole_cell(session):
     actual = session.values(["first", "second", "backend", "after"])
     assert actual["first"] == 1, f"a %%time cell's code should run: {session.records[0]}"
     assert actual["second"] == 2, f"a %%capture cell's code should run: {session.records[1]}"
-    assert actual["backend"].lower() == "agg", f"%matplotlib keeps the grader's Agg backend: {actual['backend']!r}"
+    assert actual["backend"].lower() == "agg", (
+        f"%matplotlib keeps the grader's Agg backend: {actual['backend']!r}"
+    )
     assert actual["after"] == 3, "the cell after one that raised still runs"
     assert [r.error for r in session.records[:4]] == [None] * 4, [r.error for r in session.records]
 
@@ -65,24 +77,29 @@ def test_every_cell_is_seeded_as_otter_seeds_it(session):
     expected_numpy = np.random.RandomState(SEED).rand()
     expected_random = random.Random(SEED).random()
     actual = session.values(["draws"])["draws"]
-    assert actual == [expected_numpy, expected_random], \
+    assert actual == [expected_numpy, expected_random], (
         f"each cell starts from numpy's and random's generators seeded with {SEED}: {actual}"
+    )
 
 
 def test_a_cell_that_raised_is_named_in_the_output(session):
     notes = _cell_notes(session.records)
     expected = "Code cell 5 raised NameError: name 'undefined_name' is not defined; grading went on after it."
-    assert notes == [expected, CELLS_COUNTED], f"one note, for the fifth cell, and how cells are counted: {notes}"
+    assert notes == [expected, CELLS_COUNTED], (
+        f"one note, for the fifth cell, and how cells are counted: {notes}"
+    )
 
 
 def test_names_read_one_by_one_share_one_budget(tmp_path, monkeypatch):
-    """A thirty-fourth hostile review's 12 names of 200 MB each were too large to cross together, so the judge
-    read them one by one, each within the frame's limit, and kept them all: 2.6 GB. Here the frame's limit is
-    3 MB: four names of 1 MB cannot cross together, and read one by one the fourth is over the budget."""
+    """A thirty-fourth hostile review's 12 names of 200 MB each were too large to cross together, so
+    the judge read them one by one, each within the frame's limit, and kept them all: 2.6 GB. Here
+    the frame's limit is 3 MB: four names of 1 MB cannot cross together, and read one by one the
+    fourth is over the budget."""
     from autograder import channel
     from autograder.judge import StudentEnvironment
 
-    monkeypatch.setattr(channel, "MAX_FRAME", 3 * 2**20)  # the judge's: the frames it takes, and the budget
+    # the judge's: the frames it takes, and the budget
+    monkeypatch.setattr(channel, "MAX_FRAME", 3 * 2**20)
     workdir = tmp_path / "work"
     workdir.mkdir()
     cells = ["import torch", *[f"{name} = torch.ones(2**18)" for name in "abcd"]]  # 1 MB each
@@ -92,48 +109,58 @@ def test_names_read_one_by_one_share_one_budget(tmp_path, monkeypatch):
         env = StudentEnvironment(session, list("abcd"))
         env.refresh()
         actual = {name: type(env[name]).__name__ for name in "abcd"}
-        assert actual == {"a": "Tensor", "b": "Tensor", "c": "Tensor", "d": "Opaque"}, \
+        assert actual == {"a": "Tensor", "b": "Tensor", "c": "Tensor", "d": "Opaque"}, (
             f"three names of 1 MB fit a budget of 3 MB, the fourth does not: {actual}"
+        )
         assert "more than 3 MB of data in all" in env["d"].type_name, env["d"].type_name
     finally:
         session.process.stop()
 
 
 def test_a_value_over_the_budget_leaves_the_other_names_of_its_payload_readable():
-    """The thirty-fourth review's key of 600 references to one string of a megabyte used up the payload's budget,
-    and every name read after it was lost with it (2/31 for a notebook whose honest work earns 30)."""
+    """The thirty-fourth review's key of 600 references to one string of a megabyte used up the
+    payload's budget, and every name read after it was lost with it (2/31 for a notebook whose
+    honest work earns 30)."""
     from autograder import channel
 
     budget = channel.Budget()
     huge = {channel.KIND: "list", "items": ["x" * 2**20] * 600}
     actual = [judge._decoded(value, None, budget) for value in (huge, "after", huge, 7)]
-    assert isinstance(actual[0], channel.Opaque) and "more than 256 MB" in actual[0].type_name, actual[0]
-    assert actual[1:] == ["after", actual[2], 7] and isinstance(actual[2], channel.Opaque), \
+    assert isinstance(actual[0], channel.Opaque) and "more than 256 MB" in actual[0].type_name, (
+        actual[0]
+    )
+    assert actual[1:] == ["after", actual[2], 7] and isinstance(actual[2], channel.Opaque), (
         f"the names after it are read as if it were not there: {actual[1:]}"
+    )
 
 
 def test_each_name_of_a_payload_references_data_within_its_own_allowance(tmp_path):
-    """A thirty-fifth hostile review added a key to ``class_accuracy`` (whose check ignores extra keys) holding
-    references to one string that used up the payload's 256 MB: every name read after it was lost (16/31)."""
+    """A thirty-fifth hostile review added a key to ``class_accuracy`` (whose check ignores extra
+    keys) holding references to one string that used up the payload's 256 MB: every name read after
+    it was lost (16/31)."""
     workdir = tmp_path / "work"
     workdir.mkdir()
-    cells = ["big = ['x' * 2**16] * 1000", "then = 'y' * 2**21"]  # 250 MB and 8 MB, counted as the checks convert
+    # 250 MB and 8 MB, counted as the checks convert
+    cells = ["big = ['x' * 2**16] * 1000", "then = 'y' * 2**21"]
     session = Session(workdir, cells, Limits(), None, time.monotonic() + 120, seed=SEED)
     try:
         session.run_all()
         actual = session.values(["big", "then"], whole=True)
-        assert len(actual["big"]) == 1000 and actual["then"] == "y" * 2**21, \
+        assert len(actual["big"]) == 1000 and actual["then"] == "y" * 2**21, (
             f"both names are read: {[type(v).__name__ for v in actual.values()]}"
+        )
     finally:
         session.process.stop()
 
 
 def test_what_functions_return_is_collected_before_it_piles_up(tmp_path, monkeypatch):
-    """A thirty-fifth hostile review's functions returned 252 MB on every input but the smallest: Hypothesis's
-    failing examples kept 11 of the returns in reference cycles (8.3 GB) until the garbage collector ran."""
+    """A thirty-fifth hostile review's functions returned 252 MB on every input but the smallest:
+    Hypothesis's failing examples kept 11 of the returns in reference cycles (8.3 GB) until the
+    garbage collector ran."""
     from autograder import channel
 
-    monkeypatch.setattr(channel, "MAX_FRAME", 3.5 * 2**20)  # the judge's: collect past 3.5 MB returned
+    # the judge's: collect past 3.5 MB returned
+    monkeypatch.setattr(channel, "MAX_FRAME", 3.5 * 2**20)
     collected = []
     monkeypatch.setattr(judge.gc, "collect", lambda *a: collected.append(1) or 0)
     workdir = tmp_path / "work"
@@ -145,14 +172,17 @@ def test_what_functions_return_is_collected_before_it_piles_up(tmp_path, monkeyp
         big = session.values(["big"])["big"]
         returns = [big() for _ in range(7)]
         assert all(r.shape == (2**18,) for r in returns), "every call's return is read"
-        assert len(collected) == 2, f"7 returns of 1 MB: collected after the 4th and the 7th, not {len(collected)} times"
+        assert len(collected) == 2, (
+            f"7 returns of 1 MB: collected after the 4th and the 7th, not {len(collected)} times"
+        )
     finally:
         session.process.stop()
 
 
 def test_a_reply_that_the_function_raised_keeps_no_payload_sent_with_it():
-    """A thirty-sixth hostile review's student process answered "raised" with 200 MB attached: the judge never read
-    it, and the exception's traceback kept it (in the call's frame) as long as the verdict was kept."""
+    """A thirty-sixth hostile review's student process answered "raised" with 200 MB attached: the
+    judge never read it, and the exception's traceback kept it (in the call's frame) as long as the
+    verdict was kept."""
     import traceback
 
     class Process:
@@ -171,17 +201,23 @@ def test_a_reply_that_the_function_raised_keeps_no_payload_sent_with_it():
     with pytest.raises(judge.StudentError, match="ValueError: no") as info:
         function(1)
     held = [frame.f_locals.get("body") for frame, _ in traceback.walk_tb(info.value.__traceback__)]
-    assert not any(held), f"the call's frame should not hold the payload: {[len(b or b'') for b in held]}"
+    assert not any(held), (
+        f"the call's frame should not hold the payload: {[len(b or b'') for b in held]}"
+    )
 
 
 def test_a_function_whose_return_is_padded_with_thousands_of_tensors_is_not_read():
-    """A thirty-sixth hostile review's right function padded each return with 55,000 one-element tensors, and the
-    judge spent 9 seconds reading each one: a function's return is read with the smaller allowance for replies."""
+    """A thirty-sixth hostile review's right function padded each return with 55,000 one-element
+    tensors, and the judge spent 9 seconds reading each one: a function's return is read with the
+    smaller allowance for replies."""
     import torch
 
     from autograder import channel
 
-    replies = {"padded": [torch.ones(1)] + [torch.zeros(1)] * channel.MAX_REPLY_RECORDS, "honest": torch.ones(1)}
+    replies = {
+        "padded": [torch.ones(1)] + [torch.zeros(1)] * channel.MAX_REPLY_RECORDS,
+        "honest": torch.ones(1),
+    }
 
     class Process:
         generation, alive = 0, True
@@ -196,7 +232,9 @@ def test_a_function_whose_return_is_padded_with_thousands_of_tensors_is_not_read
             return 1.0
 
     actual = judge.RemoteCallable(FakeSession(), 1, "padded", "function", 0)()
-    assert isinstance(actual, channel.Opaque), f"a padded return should not be read: {type(actual).__name__}"
+    assert isinstance(actual, channel.Opaque), (
+        f"a padded return should not be read: {type(actual).__name__}"
+    )
     assert "more than 4,090 tensors and arrays" in actual.type_name, actual.type_name
     honest = judge.RemoteCallable(FakeSession(), 2, "honest", "function", 0)()
     assert torch.equal(honest, torch.ones(1)), f"an honest return is read: {honest!r}"
@@ -214,12 +252,14 @@ def test_more_than_ten_cells_that_raised_are_counted_not_listed():
 
 
 def test_a_reply_begun_and_never_finished_stops_the_student_process_in_time(tmp_path):
-    # the cell writes the first bytes of a frame to the judge's socket itself, then sleeps: the judge must
-    # not wait for the rest past the cell's limit
-    hang = ("import socket, struct, sys, time\n"
-            "s = socket.socket(fileno=int(sys.argv[-1]))\n"
-            "s.sendall(struct.pack('!II', 100, 0) + b'{\"op\": ')\n"
-            "time.sleep(600)")
+    # the cell writes the first bytes of a frame to the judge's socket itself, then sleeps: the
+    # judge must not wait for the rest past the cell's limit
+    hang = (
+        "import socket, struct, sys, time\n"
+        "s = socket.socket(fileno=int(sys.argv[-1]))\n"
+        "s.sendall(struct.pack('!II', 100, 0) + b'{\"op\": ')\n"
+        "time.sleep(600)"
+    )
     limits = Limits(cell_seconds=3)
     session = Session(tmp_path, ["x = 1", hang, "y = 2"], limits, None, time.monotonic() + 120)
     started = time.monotonic()
@@ -229,10 +269,16 @@ def test_a_reply_begun_and_never_finished_stops_the_student_process_in_time(tmp_
         values = session.values(["x", "y"])
     finally:
         session.process.stop()
-    assert session.records[1].problem is not None and "did not finish it within 3 seconds" in session.records[1].problem, \
-        f"the second cell should be stopped for a reply it never finished: {session.records[1]}"
-    assert values == {"x": 1, "y": 2}, f"the cells before and after it run in a fresh student process: {values}"
-    assert seconds < 60, f"the judge waited {seconds:.0f} s for a cell limited to 3 s (and 10 s of grace)"
+    assert (
+        session.records[1].problem is not None
+        and "did not finish it within 3 seconds" in session.records[1].problem
+    ), f"the second cell should be stopped for a reply it never finished: {session.records[1]}"
+    assert values == {"x": 1, "y": 2}, (
+        f"the cells before and after it run in a fresh student process: {values}"
+    )
+    assert seconds < 60, (
+        f"the judge waited {seconds:.0f} s for a cell limited to 3 s (and 10 s of grace)"
+    )
 
 
 def test_a_request_the_student_process_never_reads_stops_it(tmp_path):
@@ -241,28 +287,42 @@ def test_a_request_the_student_process_never_reads_stops_it(tmp_path):
     try:
         session.process.proc.send_signal(19)  # SIGSTOP: alive, reading nothing
         with pytest.raises(StudentFailure, match="did not take the request within 2 seconds"):
-            session.process.request({"op": "get", "names": ["x" * 100]}, b"\0" * (64 << 20), 2.0, what="testing")
+            session.process.request(
+                {"op": "get", "names": ["x" * 100]}, b"\0" * (64 << 20), 2.0, what="testing"
+            )
         assert not session.process.alive, "the student process is stopped"
     finally:
         session.process.stop()
 
 
 def test_the_student_process_dies_with_a_judge_killed_from_outside(tmp_path):
-    """A nineteenth hostile review: a judge killed by ``grade``'s timeout left its student process running."""
+    """A nineteenth hostile review: a judge killed by ``grade``'s timeout left its student process
+    running."""
     import os
     import signal
     import subprocess
     import sys
 
-    judge = subprocess.Popen([sys.executable, "-c", (
-        "import sys, time\n"
-        "from autograder.judge import Limits, Session\n"
-        f"session = Session({str(tmp_path)!r}, [], Limits(), None, time.monotonic() + 60)\n"
-        "session.process.start()\n"
-        "from autograder import channel\n"  # a cell that sleeps: the student process is not waiting on the socket
-        "channel.send(session.process.sock, {'op': 'exec', 'source': 'import time; time.sleep(600)'})\n"
-        "print(session.process.proc.pid, flush=True)\n"
-        "time.sleep(600)\n")], stdout=subprocess.PIPE, text=True)
+    judge = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            (
+                "import sys, time\n"
+                "from autograder.judge import Limits, Session\n"
+                f"session = Session({str(tmp_path)!r}, [], Limits(), None, time.monotonic() + 60)\n"
+                "session.process.start()\n"
+                # a cell that sleeps: the student process is not waiting on the socket
+                "from autograder import channel\n"
+                "channel.send(session.process.sock, {'op': 'exec', 'source': 'import time; "
+                "time.sleep(600)'})\n"
+                "print(session.process.proc.pid, flush=True)\n"
+                "time.sleep(600)\n"
+            ),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         worker = int(judge.stdout.readline())
         time.sleep(1)
@@ -289,12 +349,18 @@ def _alive(pid: int) -> bool:
 
 @pytest.fixture(scope="module")
 def started_mb(tmp_path_factory) -> int:
-    """The memory (MB, resident plus page tables, as the judge's worker check counts it) a student process
-    holds once started: about 530 MB with the CUDA build of torch on this machine, over 600 MB in one CI run,
-    about 220 MB with the CPU build. Memory limits in these tests are set above it, so that the worker's start
-    does not itself pass them (a fixed 600 MB limit failed CI that way)."""
-    session = Session(tmp_path_factory.mktemp("started"), ["x = 1"], Limits(memory_mb=100_000), None,
-                      time.monotonic() + 120)
+    """The memory (MB, resident plus page tables, as the judge's worker check counts it) a student
+    process holds once started: about 530 MB with the CUDA build of torch on this machine, over 600
+    MB in one CI run, about 220 MB with the CPU build. Memory limits in these tests are set above
+    it, so that the worker's start does not itself pass them (a fixed 600 MB limit failed CI that
+    way)."""
+    session = Session(
+        tmp_path_factory.mktemp("started"),
+        ["x = 1"],
+        Limits(memory_mb=100_000),
+        None,
+        time.monotonic() + 120,
+    )
     session.process.start()
     try:
         rss, pte, _ = _resident_kb(session.process.proc.pid)
@@ -304,31 +370,35 @@ def started_mb(tmp_path_factory) -> int:
 
 
 def _forking_cell(write: bool) -> str:
-    """A cell holding 400 MB that forks four processes which keep it (``write``: each writes its own copy, as
-    four processes that each allocate 400 MB would), waits long enough for several memory checks, and ends
-    them."""
-    return ("import os, time\n"
-            "big = bytearray(b'\\1') * (400 << 20)\n"
-            "children = []\n"
-            "for _ in range(4):\n"
-            "    pid = os.fork()\n"
-            "    if pid == 0:\n"
-            + ("        big[::4096] = b'\\2' * len(big[::4096])\n" if write else "")
-            + "        time.sleep(60)\n"
-            "        os._exit(0)\n"
-            "    children.append(pid)\n"
-            "time.sleep(4)\n"
-            "for pid in children:\n"
-            "    os.kill(pid, 9)\n"
-            "    os.waitpid(pid, 0)\n"
-            "done = True")
+    """A cell holding 400 MB that forks four processes which keep it (``write``: each writes its own
+    copy, as four processes that each allocate 400 MB would), waits long enough for several memory
+    checks, and ends them."""
+    return (
+        "import os, time\n"
+        "big = bytearray(b'\\1') * (400 << 20)\n"
+        "children = []\n"
+        "for _ in range(4):\n"
+        "    pid = os.fork()\n"
+        "    if pid == 0:\n"
+        + ("        big[::4096] = b'\\2' * len(big[::4096])\n" if write else "")
+        + "        time.sleep(60)\n"
+        "        os._exit(0)\n"
+        "    children.append(pid)\n"
+        "time.sleep(4)\n"
+        "for pid in children:\n"
+        "    os.kill(pid, 9)\n"
+        "    os.waitpid(pid, 0)\n"
+        "done = True"
+    )
 
 
-@pytest.mark.parametrize("write, stopped", [(False, False), (True, True)], ids=["shared", "written"])
+@pytest.mark.parametrize(
+    "write, stopped", [(False, False), (True, True)], ids=["shared", "written"]
+)
 def test_forked_processes_count_the_memory_they_share_once(tmp_path, started_mb, write, stopped):
-    # the worker's start plus 700 MB: the worker holds its start plus the 400 MB buffer, so five processes'
-    # resident memory sums to over its start plus 2,000 MB whether or not the pages are shared; shared, they
-    # use about its start plus 400 MB, written, about its start plus 2,000 MB
+    # the worker's start plus 700 MB: the worker holds its start plus the 400 MB buffer, so five
+    # processes' resident memory sums to over its start plus 2,000 MB whether or not the pages are
+    # shared; shared, they use about its start plus 400 MB, written, about its start plus 2,000 MB
     limit = started_mb + 700
     limits = Limits(memory_mb=limit)
     session = Session(tmp_path, [_forking_cell(write)], limits, None, time.monotonic() + 120)
@@ -339,25 +409,34 @@ def test_forked_processes_count_the_memory_they_share_once(tmp_path, started_mb,
     finally:
         session.process.stop()
     if stopped:
-        assert problem is not None and f"more than {limit} MB of memory" in problem, \
-            f"four processes that each write 400 MB should be stopped at {limit} MB: {session.records[0]}"
+        assert problem is not None and f"more than {limit} MB of memory" in problem, (
+            f"four processes that each write 400 MB should be stopped at {limit} MB: "
+            f"{session.records[0]}"
+        )
     else:
-        assert problem is None and values == {"done": True}, \
-            f"four forked processes sharing their parent's 400 MB should stay under {limit} MB: {session.records[0]}"
+        assert problem is None and values == {"done": True}, (
+            f"four forked processes sharing their parent's 400 MB should stay under {limit} MB: "
+            f"{session.records[0]}"
+        )
 
 
-@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0 or not shutil.which("setpriv"),
-                    reason="needs root and setpriv to run a judge without CAP_SYS_PTRACE")
+@pytest.mark.skipif(
+    not hasattr(os, "geteuid") or os.geteuid() != 0 or not shutil.which("setpriv"),
+    reason="needs root and setpriv to run a judge without CAP_SYS_PTRACE",
+)
 def test_a_root_judge_without_ptrace_capability_reads_the_sandbox_users_share(tmp_path):
-    # Docker's default capabilities (no CAP_SYS_PTRACE): root may not read another user's smaps_rollup, but
-    # the same read with that user's file-system ids may
-    docker_capabilities = ("+chown,+dac_override,+fsetid,+fowner,+mknod,+net_raw,+setgid,+setuid,+setfcap,"
-                           "+setpcap,+net_bind_service,+sys_chroot,+kill,+audit_write")
+    # Docker's default capabilities (no CAP_SYS_PTRACE): root may not read another user's
+    # smaps_rollup, but the same read with that user's file-system ids may
+    docker_capabilities = (
+        "+chown,+dac_override,+fsetid,+fowner,+mknod,+net_raw,+setgid,+setuid,+setfcap,"
+        "+setpcap,+net_bind_service,+sys_chroot,+kill,+audit_write"
+    )
     script = (
         "import subprocess, sys, time\n"
         "from autograder.judge import _proportional_kb, _resident_kb\n"
         "child = subprocess.Popen([sys.executable, '-c', "
-        "'import time; big = bytearray(b\"\\\\1\") * (100 << 20); print(1, flush=True); time.sleep(60)'],"
+        "'import time; big = bytearray(b\"\\\\1\") * (100 << 20); print(1, flush=True); "
+        "time.sleep(60)'],"
         " user=65534, group=65534, stdout=subprocess.PIPE)\n"
         "child.stdout.readline()\n"
         "try:\n"
@@ -367,23 +446,43 @@ def test_a_root_judge_without_ptrace_capability_reads_the_sandbox_users_share(tm
         "    except PermissionError:\n"
         "        plain = 'refused'\n"
         "    rss, _, owner = _resident_kb(child.pid)\n"
-        "    print(plain, owner, rss, _proportional_kb(child.pid, owner), open('/proc/self/status').read().count('x'))\n"
+        "    print(plain, owner, rss, _proportional_kb(child.pid, owner), "
+        "open('/proc/self/status').read().count('x'))\n"
         "finally:\n"
-        "    child.kill()\n")
-    result = subprocess.run(["setpriv", "--inh-caps=-all", f"--bounding-set=-all,{docker_capabilities}",
-                             sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
-                            cwd=Path(__file__).resolve().parents[1])
+        "    child.kill()\n"
+    )
+    result = subprocess.run(
+        [
+            "setpriv",
+            "--inh-caps=-all",
+            f"--bounding-set=-all,{docker_capabilities}",
+            sys.executable,
+            "-c",
+            script,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).resolve().parents[1],
+    )
     assert result.returncode == 0, result.stderr
-    plain, uid, gid, rss, pss, _ = result.stdout.replace("(", "").replace(")", "").replace(",", "").split()
-    assert plain == "refused", "without CAP_SYS_PTRACE root cannot read the file directly (else this tests nothing)"
+    plain, uid, gid, rss, pss, _ = (
+        result.stdout.replace("(", "").replace(")", "").replace(",", "").split()
+    )
+    assert plain == "refused", (
+        "without CAP_SYS_PTRACE root cannot read the file directly (else this tests nothing)"
+    )
     assert (int(uid), int(gid)) == (65534, 65534), result.stdout
-    assert pss != "None" and 100 * 1024 <= int(pss) <= int(rss), \
-        f"the share of a process holding 100 MB is read, and at most its resident memory: {result.stdout}"
+    assert pss != "None" and 100 * 1024 <= int(pss) <= int(rss), (
+        f"the share of a process holding 100 MB is read, and at most its resident memory: "
+        f"{result.stdout}"
+    )
 
 
 @pytest.fixture
 def sandbox():
-    """``(user, workdir)``: the sandbox user ``nobody`` and a scratch folder it owns, removed afterwards."""
+    """``(user, workdir)``: the sandbox user ``nobody`` and a scratch folder it owns, removed
+    afterwards."""
     import fcntl
     import pwd
     import tempfile
@@ -391,16 +490,18 @@ def sandbox():
     if not hasattr(os, "geteuid") or os.geteuid() != 0:
         pytest.skip("the student process runs as a sandbox user only when grading runs as root")
     user = pwd.getpwnam("nobody")
-    # Hold slot 0 (``nobody``) as a grading does (judge._claim_sandbox): a grading that runs meanwhile on this
-    # machine takes another uid, so neither sees the other's /tmp, /dev/shm files or processes as its own.
+    # Hold slot 0 (``nobody``) as a grading does (judge._claim_sandbox): a grading that runs
+    # meanwhile on this machine takes another uid, so neither sees the other's /tmp, /dev/shm files
+    # or processes as its own.
     slots = Path("/run/vision-autograder")
     if not Path("/run").is_dir():
         slots = Path(tempfile.gettempdir()) / "vision-autograder-slots"
     slots.mkdir(mode=0o700, exist_ok=True)
     slot_lock = os.open(slots / "slot-0", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
     fcntl.flock(slot_lock, fcntl.LOCK_EX)
-    # in a folder of root's that others may only pass through, as the judge's working folders are: pytest's own
-    # folders are root's alone, and what the sandbox user leaves in /tmp itself is removed when it stops
+    # in a folder of root's that others may only pass through, as the judge's working folders are:
+    # pytest's own folders are root's alone, and what the sandbox user leaves in /tmp itself is
+    # removed when it stops
     parent = Path(tempfile.mkdtemp(prefix="sandboxed-"))
     parent.chmod(0o711)
     workdir = parent / "work"
@@ -421,8 +522,9 @@ def _runs_threads(pid: int) -> bool:
         return False
 
 
-#: A cell whose grandchild leaves the session, ends its first thread alone (SYS_exit), so that ``/proc`` shows
-#: it as a zombie while it runs, and then holds 1,000 MB in another thread; it writes its pid to ``escaped``.
+#: A cell whose grandchild leaves the session, ends its first thread alone (SYS_exit), so that
+#: ``/proc`` shows it as a zombie while it runs, and then holds 1,000 MB in another thread; it
+#: writes its pid to ``escaped``.
 ESCAPING_HOLDER = r'''
 import ctypes, os, threading, time
 libc = ctypes.CDLL(None, use_errno=True)
@@ -451,14 +553,20 @@ done = True
 
 
 def test_a_process_whose_first_thread_exited_is_counted_and_stopped(sandbox, started_mb):
-    """A twenty-third hostile review: a process whose first thread exited alone shows as a zombie while its
-    other threads run; the judge skipped zombies, so it held memory past the limit unseen and outlived the
-    grading (it then killed the next submission's student process, which ran as the same user)."""
+    """A twenty-third hostile review: a process whose first thread exited alone shows as a zombie
+    while its other threads run; the judge skipped zombies, so it held memory past the limit unseen
+    and outlived the grading (it then killed the next submission's student process, which ran as the
+    same user)."""
     user, workdir = sandbox
     # the worker's start plus 400 MB: the escaped process holds 1,000 MB more
     limit = started_mb + 400
-    session = Session(workdir, [ESCAPING_HOLDER, "after = 1"], Limits(memory_mb=limit), user,
-                      time.monotonic() + 120)
+    session = Session(
+        workdir,
+        [ESCAPING_HOLDER, "after = 1"],
+        Limits(memory_mb=limit),
+        user,
+        time.monotonic() + 120,
+    )
     try:
         session.run_all()
         values = session.values(["done", "after"])
@@ -466,8 +574,9 @@ def test_a_process_whose_first_thread_exited_is_counted_and_stopped(sandbox, sta
         session.process.stop()
         escaped = int((workdir / "escaped").read_text()) if (workdir / "escaped").exists() else None
     problem = session.records[0].problem
-    assert problem is not None and f"more than {limit} MB of memory" in problem, \
+    assert problem is not None and f"more than {limit} MB of memory" in problem, (
         f"the escaped process's 1,000 MB should stop the cell at {limit} MB: {session.records[0]}"
+    )
     assert values == {"done": None, "after": 1}, f"the cell is lost and grading goes on: {values}"
     assert escaped is not None, "the cell should have written the escaped process's pid"
     deadline = time.monotonic() + 5
@@ -477,22 +586,24 @@ def test_a_process_whose_first_thread_exited_is_counted_and_stopped(sandbox, sta
 
 
 def test_shared_memory_held_in_files_counts(sandbox, started_mb):
-    """A twenty-third hostile review: 768 MB written to memfds and 768 MB to /dev/shm are resident in no
-    process, and were not counted; the /dev/shm files outlived the grading."""
+    """A twenty-third hostile review: 768 MB written to memfds and 768 MB to /dev/shm are resident
+    in no process, and were not counted; the /dev/shm files outlived the grading."""
     user, workdir = sandbox
-    cell = ("import os, time\n"
-            "chunk = b'\\1' * (64 << 20)\n"
-            "fds = []\n"
-            "for i in range(8):\n"
-            "    fd = os.memfd_create(f'm{i}')\n"
-            "    os.write(fd, chunk)\n"
-            "    fds.append(fd)\n"
-            "for i in range(8):\n"
-            "    with open(f'/dev/shm/held-{os.getpid()}-{i}', 'wb') as f:\n"
-            "        f.write(chunk)\n"
-            "del chunk\n"
-            "time.sleep(3)\n"
-            "done = True")
+    cell = (
+        "import os, time\n"
+        "chunk = b'\\1' * (64 << 20)\n"
+        "fds = []\n"
+        "for i in range(8):\n"
+        "    fd = os.memfd_create(f'm{i}')\n"
+        "    os.write(fd, chunk)\n"
+        "    fds.append(fd)\n"
+        "for i in range(8):\n"
+        "    with open(f'/dev/shm/held-{os.getpid()}-{i}', 'wb') as f:\n"
+        "        f.write(chunk)\n"
+        "del chunk\n"
+        "time.sleep(3)\n"
+        "done = True"
+    )
     # the worker's start plus 400 MB: 2 x 512 MB more sits in the files
     limit = started_mb + 400
     session = Session(workdir, [cell], Limits(memory_mb=limit), user, time.monotonic() + 120)
@@ -501,53 +612,73 @@ def test_shared_memory_held_in_files_counts(sandbox, started_mb):
     finally:
         session.process.stop()
     problem = session.records[0].problem
-    assert problem is not None and f"more than {limit} MB of memory" in problem, \
+    assert problem is not None and f"more than {limit} MB of memory" in problem, (
         f"1 GB held in shared-memory files should stop the cell at {limit} MB: {session.records[0]}"
+    )
     left = [name for name in os.listdir("/dev/shm") if name.startswith("held-")]
-    assert left == [], f"the sandbox user's /dev/shm files should be removed when its process stops: {left}"
+    assert left == [], (
+        f"the sandbox user's /dev/shm files should be removed when its process stops: {left}"
+    )
 
 
 def test_system_v_shared_memory_counts_and_is_removed(sandbox, started_mb):
-    """A twenty-fourth hostile review: System V shared memory, detached, is resident in no process and outlives
-    it. The student process also opens at most 4,096 files (each is looked at for shared memory) and is the
-    first the kernel's out-of-memory killer stops (memory no process holds is counted nowhere)."""
+    """A twenty-fourth hostile review: System V shared memory, detached, is resident in no process
+    and outlives it. The student process also opens at most 4,096 files (each is looked at for
+    shared memory) and is the first the kernel's out-of-memory killer stops (memory no process holds
+    is counted nowhere)."""
     user, workdir = sandbox
-    cell = ("import ctypes, time\n"
-            "libc = ctypes.CDLL(None, use_errno=True)\n"
-            "libc.shmat.restype = ctypes.c_void_p\n"
-            "for _ in range(16):\n"
-            "    shmid = libc.shmget(0, 64 << 20, 0o1600)\n"  # IPC_PRIVATE, IPC_CREAT | 0600
-            "    address = libc.shmat(shmid, None, 0)\n"
-            "    ctypes.memset(address, 1, 64 << 20)\n"
-            "    libc.shmdt(ctypes.c_void_p(address))\n"
-            "time.sleep(3)\n"
-            "done = True")
-    settings = ("import resource\n"
-                "files = resource.getrlimit(resource.RLIMIT_NOFILE)\n"
-                "oom = open('/proc/self/oom_score_adj').read().strip()")
-    # the worker's start plus 300 MB: the segments hold 1,024 MB. ``started_mb`` is measured once, as root, and
-    # varies by 200 MB between runs (721 MB in one CI run, whose sandboxed worker then held about 500 MB): with
-    # 512 MB of segments, the cell stayed under the limit there
+    cell = (
+        "import ctypes, time\n"
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        "libc.shmat.restype = ctypes.c_void_p\n"
+        "for _ in range(16):\n"
+        "    shmid = libc.shmget(0, 64 << 20, 0o1600)\n"  # IPC_PRIVATE, IPC_CREAT | 0600
+        "    address = libc.shmat(shmid, None, 0)\n"
+        "    ctypes.memset(address, 1, 64 << 20)\n"
+        "    libc.shmdt(ctypes.c_void_p(address))\n"
+        "time.sleep(3)\n"
+        "done = True"
+    )
+    settings = (
+        "import resource\n"
+        "files = resource.getrlimit(resource.RLIMIT_NOFILE)\n"
+        "oom = open('/proc/self/oom_score_adj').read().strip()"
+    )
+    # the worker's start plus 300 MB: the segments hold 1,024 MB. ``started_mb`` is measured once,
+    # as root, and varies by 200 MB between runs (721 MB in one CI run, whose sandboxed worker then
+    # held about 500 MB): with 512 MB of segments, the cell stayed under the limit there
     limit = started_mb + 300
-    session = Session(workdir, [cell, settings], Limits(memory_mb=limit), user, time.monotonic() + 120)
+    session = Session(
+        workdir, [cell, settings], Limits(memory_mb=limit), user, time.monotonic() + 120
+    )
     try:
         session.run_all()
         values = session.values(["files", "oom"])
     finally:
         session.process.stop()
     problem = session.records[0].problem
-    assert problem is not None and f"more than {limit} MB of memory" in problem, \
-        f"1,024 MB of detached System V segments should stop the cell at {limit} MB: {session.records[0]}"
+    assert problem is not None and f"more than {limit} MB of memory" in problem, (
+        f"1,024 MB of detached System V segments should stop the cell at {limit} MB: "
+        f"{session.records[0]}"
+    )
     with open("/proc/sysvipc/shm") as f:
-        left = [line.split()[1] for line in f.readlines()[1:] if line.split()[7] == str(user.pw_uid)]
-    assert left == [], f"the sandbox user's segments should be removed when its process stops: {left}"
-    assert values["oom"] == "1000", f"the student process is the out-of-memory killer's first: {values['oom']}"
-    assert values["files"][1] <= 4096, f"the student process opens at most 4,096 files: {values['files']}"
+        left = [
+            line.split()[1] for line in f.readlines()[1:] if line.split()[7] == str(user.pw_uid)
+        ]
+    assert left == [], (
+        f"the sandbox user's segments should be removed when its process stops: {left}"
+    )
+    assert values["oom"] == "1000", (
+        f"the student process is the out-of-memory killer's first: {values['oom']}"
+    )
+    assert values["files"][1] <= 4096, (
+        f"the student process opens at most 4,096 files: {values['files']}"
+    )
 
 
 def _chain(top: Path, depth: int, size: int = 0) -> None:
-    """``depth`` nested folders ``d`` below ``top`` (made through folder descriptors: the path passes the
-    kernel's 4,096-byte limit), with a file of ``size`` bytes at the bottom."""
+    """``depth`` nested folders ``d`` below ``top`` (made through folder descriptors: the path
+    passes the kernel's 4,096-byte limit), with a file of ``size`` bytes at the bottom."""
     fd = os.open(top, os.O_RDONLY | os.O_DIRECTORY)
     try:
         for _ in range(depth):
@@ -564,8 +695,8 @@ def _chain(top: Path, depth: int, size: int = 0) -> None:
 
 @pytest.fixture
 def shared_folder(tmp_path, monkeypatch) -> Path:
-    """A stand-in for ``/dev/shm`` that the judge's walk reads instead (this process's user is the sandbox
-    user's stand-in: every entry in it is that user's)."""
+    """A stand-in for ``/dev/shm`` that the judge's walk reads instead (this process's user is the
+    sandbox user's stand-in: every entry in it is that user's)."""
     folder = tmp_path / "shm"
     folder.mkdir()
     monkeypatch.setattr(judge, "SHARED_MEMORY_FOLDER", str(folder))
@@ -573,30 +704,36 @@ def shared_folder(tmp_path, monkeypatch) -> Path:
 
 
 def test_the_shared_memory_walk_finds_files_in_folders_and_refuses_deep_or_many(shared_folder):
-    """A twenty-fifth hostile review: a chain of 1,000 folders in ``/dev/shm`` broke the judge's recursive walk
-    (``RecursionError``), and every grading on the machine after it scored 0 as "the autograder failed". The
-    walk is iterative; a user past :data:`MAX_SHARED_DEPTH` levels or :data:`MAX_SHARED_ENTRIES` entries is
-    refused, with a reason."""
+    """A twenty-fifth hostile review: a chain of 1,000 folders in ``/dev/shm`` broke the judge's
+    recursive walk (``RecursionError``), and every grading on the machine after it scored 0 as "the
+    autograder failed". The walk is iterative; a user past :data:`MAX_SHARED_DEPTH` levels or
+    :data:`MAX_SHARED_ENTRIES` entries is refused, with a reason."""
     _chain(shared_folder, 5, size=1 << 20)
     found = judge._dev_shm_files(os.getuid())
     assert [(name, info.st_size) for name, info in found] == [("held", 1 << 20)], found
     (shared_folder / "deep").mkdir()
     _chain(shared_folder / "deep", 1000)
-    with pytest.raises(judge.SharedMemoryTooLarge, match=f"more than {judge.MAX_SHARED_DEPTH} deep"):
+    with pytest.raises(
+        judge.SharedMemoryTooLarge, match=f"more than {judge.MAX_SHARED_DEPTH} deep"
+    ):
         judge._dev_shm_files(os.getuid())
     judge._remove_dev_shm_entries(os.getuid())
-    assert list(shared_folder.iterdir()) == [], "the chains, 5 and 1,001 folders deep, should be removed whole"
+    assert list(shared_folder.iterdir()) == [], (
+        "the chains, 5 and 1,001 folders deep, should be removed whole"
+    )
     for i in range(judge.MAX_SHARED_ENTRIES + 1):
         (shared_folder / f"f{i}").touch()
-    with pytest.raises(judge.SharedMemoryTooLarge, match=f"more than {judge.MAX_SHARED_ENTRIES} files"):
+    with pytest.raises(
+        judge.SharedMemoryTooLarge, match=f"more than {judge.MAX_SHARED_ENTRIES} files"
+    ):
         judge._dev_shm_files(os.getuid())
     judge._remove_dev_shm_entries(os.getuid())
     assert list(shared_folder.iterdir()) == [], "4,097 files should be removed"
 
 
 def test_the_shared_memory_walk_looks_only_where_the_user_may_write(shared_folder):
-    """Folders the user neither owns nor may write to are not looked into, and are left alone: the walk costs
-    what the student made, and removal takes nothing of anyone else's."""
+    """Folders the user neither owns nor may write to are not looked into, and are left alone: the
+    walk costs what the student made, and removal takes nothing of anyone else's."""
     if os.geteuid() != 0:
         pytest.skip("needs root to give a folder to another user")
     theirs = shared_folder / "theirs"
@@ -609,35 +746,45 @@ def test_the_shared_memory_walk_looks_only_where_the_user_may_write(shared_folde
     os.chmod(open_to_all, 0o1777)
     os.chown(open_to_all, 65534, 65534)
     (open_to_all / "mine").write_bytes(b"\1" * 8192)
-    assert [name for name, _ in judge._dev_shm_files(0)] == ["mine"], \
+    assert [name for name, _ in judge._dev_shm_files(0)] == ["mine"], (
         "a folder open to all is looked into, another user's folder (theirs/kept) is not"
-    assert [name for name, _ in judge._dev_shm_files(65534)] == ["kept"], "65534's own folder is looked into"
+    )
+    assert [name for name, _ in judge._dev_shm_files(65534)] == ["kept"], (
+        "65534's own folder is looked into"
+    )
     judge._remove_dev_shm_entries(0)
-    assert sorted(str(p.relative_to(shared_folder)) for p in shared_folder.rglob("*")) == \
-        ["open", "theirs", "theirs/kept"]
+    assert sorted(str(p.relative_to(shared_folder)) for p in shared_folder.rglob("*")) == [
+        "open",
+        "theirs",
+        "theirs/kept",
+    ]
 
 
-DEEP_CHAIN = ("import os, time\n"
-              "home = os.getcwd()\n"
-              "os.chdir('/dev/shm')\n"
-              "os.mkdir(f'chain-{os.getpid()}')\n"
-              "os.chdir(f'chain-{os.getpid()}')\n"
-              "for _ in range(DEPTH):\n"
-              "    os.mkdir('d')\n"
-              "    os.chdir('d')\n"
-              "os.chdir(home)\n"
-              "AFTER")
+DEEP_CHAIN = (
+    "import os, time\n"
+    "home = os.getcwd()\n"
+    "os.chdir('/dev/shm')\n"
+    "os.mkdir(f'chain-{os.getpid()}')\n"
+    "os.chdir(f'chain-{os.getpid()}')\n"
+    "for _ in range(DEPTH):\n"
+    "    os.mkdir('d')\n"
+    "    os.chdir('d')\n"
+    "os.chdir(home)\n"
+    "AFTER"
+)
 
 
 def test_a_deep_chain_in_dev_shm_stops_its_cell_and_leaves_nothing(sandbox):
-    """A twenty-fifth hostile review: 1,000 folders, one in another, in ``/dev/shm``; made at the end of the
-    last cell they were never checked, outlived the grading, and broke the next one. A chain made while
-    checks run stops its cell with a reason; every chain is removed when the student process stops, and the
-    next grading on the machine runs as usual."""
+    """A twenty-fifth hostile review: 1,000 folders, one in another, in ``/dev/shm``; made at the
+    end of the last cell they were never checked, outlived the grading, and broke the next one. A
+    chain made while checks run stops its cell with a reason; every chain is removed when the
+    student process stops, and the next grading on the machine runs as usual."""
     user, workdir = sandbox
-    cells = [DEEP_CHAIN.replace("DEPTH", "1000").replace("AFTER", "time.sleep(3)\ndone = True"),
-             "after = 1",
-             DEEP_CHAIN.replace("DEPTH", "1000").replace("AFTER", "last = True")]
+    cells = [
+        DEEP_CHAIN.replace("DEPTH", "1000").replace("AFTER", "time.sleep(3)\ndone = True"),
+        "after = 1",
+        DEEP_CHAIN.replace("DEPTH", "1000").replace("AFTER", "last = True"),
+    ]
     session = Session(workdir, cells, Limits(memory_mb=100_000), user, time.monotonic() + 120)
     try:
         session.run_all()
@@ -645,11 +792,21 @@ def test_a_deep_chain_in_dev_shm_stops_its_cell_and_leaves_nothing(sandbox):
     finally:
         session.process.stop()
     problem = session.records[0].problem
-    assert problem is not None and f"made folders more than {judge.MAX_SHARED_DEPTH} deep in /dev/shm" in problem, \
-        f"a chain 1,000 folders deep should stop its cell: {session.records[0]}"
-    assert values == {"done": None, "after": 1, "last": True}, f"the cell is lost and grading goes on: {values}"
-    left = [name for name in os.listdir("/dev/shm") if name.startswith(("chain-", ".vision-autograder-removing-"))]
-    assert left == [], f"the sandbox user's folders in /dev/shm should be removed when its process stops: {left}"
+    assert (
+        problem is not None
+        and f"made folders more than {judge.MAX_SHARED_DEPTH} deep in /dev/shm" in problem
+    ), f"a chain 1,000 folders deep should stop its cell: {session.records[0]}"
+    assert values == {"done": None, "after": 1, "last": True}, (
+        f"the cell is lost and grading goes on: {values}"
+    )
+    left = [
+        name
+        for name in os.listdir("/dev/shm")
+        if name.startswith(("chain-", ".vision-autograder-removing-"))
+    ]
+    assert left == [], (
+        f"the sandbox user's folders in /dev/shm should be removed when its process stops: {left}"
+    )
     later = Session(workdir, ["x = 1"], Limits(memory_mb=100_000), user, time.monotonic() + 120)
     try:
         later.run_all()
@@ -658,40 +815,53 @@ def test_a_deep_chain_in_dev_shm_stops_its_cell_and_leaves_nothing(sandbox):
         later.process.stop()
 
 
-@pytest.mark.parametrize("line, expected", [
-    ("import otter", "pass"),
-    ("import otter, math", "import math"),
-    ("import math, otter as o, numpy as np  # all three", "import math, numpy as np"),
-    ("import os.path, otter.api", "import os.path"),
-    ('grader = otter.Notebook("where_mlps_fail.ipynb")', "pass"),
-    ('grader.check("q1_1");', "pass"),
-    ('grader.check("q1_1")  # the public tests', "pass"),
-    ("    grader.check_all()", "    pass"),
-    ("import otterly", "import otterly"),
-    ('result = grader.check("q1_1")', 'result = grader.check("q1_1")'),
-    # a twenty-sixth review: splitlines split this string in two (a SyntaxError lost the cell)
-    ('label = "T-shirt\u2028top"  # from the lesson\u2029page', 'label = "T-shirt\u2028top"  # from the lesson\u2029page'),
-    # and 100,000 spaces took the patterns minutes (each split of the run between two \s* tried)
-    ("import os, sys" + " " * 100_000 + "; x = 1", "import os, sys" + " " * 100_000 + "; x = 1"),
-    ("import os, otter" + " " * 900 + "; x = 1", "import os, otter" + " " * 900 + "; x = 1"),
-    ("import os, otter" + " " * 900, "import os"),
-], ids=lambda value: " ".join(value.split())[:40])
+@pytest.mark.parametrize(
+    "line, expected",
+    [
+        ("import otter", "pass"),
+        ("import otter, math", "import math"),
+        ("import math, otter as o, numpy as np  # all three", "import math, numpy as np"),
+        ("import os.path, otter.api", "import os.path"),
+        ('grader = otter.Notebook("where_mlps_fail.ipynb")', "pass"),
+        ('grader.check("q1_1");', "pass"),
+        ('grader.check("q1_1")  # the public tests', "pass"),
+        ("    grader.check_all()", "    pass"),
+        ("import otterly", "import otterly"),
+        ('result = grader.check("q1_1")', 'result = grader.check("q1_1")'),
+        # a twenty-sixth review: splitlines split this string in two (a SyntaxError lost the cell)
+        (
+            'label = "T-shirt\u2028top"  # from the lesson\u2029page',
+            'label = "T-shirt\u2028top"  # from the lesson\u2029page',
+        ),
+        # and 100,000 spaces took the patterns minutes (each split of the run between two \s* tried)
+        (
+            "import os, sys" + " " * 100_000 + "; x = 1",
+            "import os, sys" + " " * 100_000 + "; x = 1",
+        ),
+        ("import os, otter" + " " * 900 + "; x = 1", "import os, otter" + " " * 900 + "; x = 1"),
+        ("import os, otter" + " " * 900, "import os"),
+    ],
+    ids=lambda value: " ".join(value.split())[:40],
+)
 def test_otter_calls_are_taken_out_line_by_line(line, expected):
-    """A twenty-fifth hostile review: ``grader.check("q1_1");`` (a trailing semicolon) stayed in the cell and
-    its ``NameError`` lost the lines after it; ``import otter, torch`` was taken out whole, so ``torch`` was
-    never imported. Each Otter line becomes ``pass`` (a block it is alone in stays a block, and line numbers
-    in tracebacks stay the student's); other modules of an import list stay imported."""
+    """A twenty-fifth hostile review: ``grader.check("q1_1");`` (a trailing semicolon) stayed in the
+    cell and its ``NameError`` lost the lines after it; ``import otter, torch`` was taken out whole,
+    so ``torch`` was never imported. Each Otter line becomes ``pass`` (a block it is alone in stays
+    a block, and line numbers in tracebacks stay the student's); other modules of an import list
+    stay imported."""
     assert without_otter_calls(line) == expected
 
 
 def test_a_cell_with_otter_calls_runs_the_rest(tmp_path):
-    cell = ("import otter, math\n"
-            "grader = otter.Notebook('where_mlps_fail.ipynb')\n"
-            "value = math.pi\n"
-            "grader.check('q1_1');\n"
-            "if value > 3:\n"
-            "    grader.check('q1_2')  # inside a block\n"
-            "after = 2")
+    cell = (
+        "import otter, math\n"
+        "grader = otter.Notebook('where_mlps_fail.ipynb')\n"
+        "value = math.pi\n"
+        "grader.check('q1_1');\n"
+        "if value > 3:\n"
+        "    grader.check('q1_2')  # inside a block\n"
+        "after = 2"
+    )
     session = Session(tmp_path, [without_otter_calls(cell)], Limits(), None, time.monotonic() + 120)
     try:
         session.run_all()
@@ -718,25 +888,35 @@ print(shmid)
 '''
 
 
-def test_nobodys_shared_memory_from_before_the_grading_is_neither_counted_nor_removed(sandbox, started_mb):
-    """A newcomer's walkthrough: slot 0 grades as ``nobody``, whom other services may run as; the judge counted
-    every ``/dev/shm`` file and System V segment of ``nobody`` as the student's, and removed them all when the
-    student process stopped. What was there before the grading is left alone; what the student adds, even in
-    a folder that was there, is counted and removed."""
+def test_nobodys_shared_memory_from_before_the_grading_is_neither_counted_nor_removed(
+    sandbox, started_mb
+):
+    """A newcomer's walkthrough: slot 0 grades as ``nobody``, whom other services may run as; the
+    judge counted every ``/dev/shm`` file and System V segment of ``nobody`` as the student's, and
+    removed them all when the student process stopped. What was there before the grading is left
+    alone; what the student adds, even in a folder that was there, is counted and removed."""
     user, workdir = sandbox
-    made = subprocess.run([sys.executable, "-c", SERVICE_MEMORY], user=user.pw_uid, group=user.pw_gid,
-                          capture_output=True, text=True, timeout=60)
+    made = subprocess.run(
+        [sys.executable, "-c", SERVICE_MEMORY],
+        user=user.pw_uid,
+        group=user.pw_gid,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert made.returncode == 0, made.stderr
     shmid = int(made.stdout)
-    cells = ["import time\ntime.sleep(3)\nquiet = True",
-             "import time\n"
-             "with open('/dev/shm/service-folder/student', 'wb') as f:\n"
-             "    f.write(b'\\1' * (512 << 20))\n"
-             "time.sleep(3)\n"
-             "done = True"]
-    # the worker's start plus 150 MB: under it, with nobody's 768 MB from before not counted; over it, with the
-    # student's 512 MB (a process's proportional share may be well under its resident memory: the pages of
-    # torch's libraries it shares with this test's process count half)
+    cells = [
+        "import time\ntime.sleep(3)\nquiet = True",
+        "import time\n"
+        "with open('/dev/shm/service-folder/student', 'wb') as f:\n"
+        "    f.write(b'\\1' * (512 << 20))\n"
+        "time.sleep(3)\n"
+        "done = True",
+    ]
+    # the worker's start plus 150 MB: under it, with nobody's 768 MB from before not counted; over
+    # it, with the student's 512 MB (a process's proportional share may be well under its resident
+    # memory: the pages of torch's libraries it shares with this test's process count half)
     limit = started_mb + 150
     session = Session(workdir, cells, Limits(memory_mb=limit), user, time.monotonic() + 120)
     try:
@@ -746,18 +926,24 @@ def test_nobodys_shared_memory_from_before_the_grading_is_neither_counted_nor_re
         session.process.stop()
         with open("/proc/sysvipc/shm") as f:
             segments = [int(line.split()[1]) for line in f.readlines()[1:]]
-        kept = sorted(str(p.relative_to("/dev/shm")) for p in Path("/dev/shm").rglob("*") if "service" in p.name
-                      or p.parent.name == "service-folder")
+        kept = sorted(
+            str(p.relative_to("/dev/shm"))
+            for p in Path("/dev/shm").rglob("*")
+            if "service" in p.name or p.parent.name == "service-folder"
+        )
         shutil.rmtree("/dev/shm/service-folder", ignore_errors=True)
         Path("/dev/shm/service-held").unlink(missing_ok=True)
         judge._libc().shmctl(shmid, 0, None)
-    assert session.records[0].problem is None and values["quiet"] is True, \
+    assert session.records[0].problem is None and values["quiet"] is True, (
         f"nobody's 768 MB from before the grading should not count: {session.records[0]}"
+    )
     problem = session.records[1].problem
-    assert problem is not None and f"more than {limit} MB of memory" in problem, \
+    assert problem is not None and f"more than {limit} MB of memory" in problem, (
         f"the student's 512 MB in nobody's folder should count: {session.records[1]}"
-    assert kept == ["service-folder", "service-folder/held", "service-held"], \
+    )
+    assert kept == ["service-folder", "service-folder/held", "service-held"], (
         f"nobody's files from before should stay, the student's should go: {kept}"
+    )
     assert shmid in segments, "nobody's System V segment from before the grading should stay"
 
 
@@ -765,7 +951,8 @@ def test_nobodys_shared_memory_from_before_the_grading_is_neither_counted_nor_re
 
 
 def _cpu_group_of(pid: int) -> str | None:
-    """The path of ``pid``'s group in the CPU controller (cgroup v1's ``cpu``, else v2's), from ``/proc``."""
+    """The path of ``pid``'s group in the CPU controller (cgroup v1's ``cpu``, else v2's), from
+    ``/proc``."""
     v2 = None
     for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines():
         hierarchy, controllers, path = line.split(":", 2)
@@ -776,16 +963,20 @@ def _cpu_group_of(pid: int) -> str | None:
     return v2
 
 
-#: A cell that starts a process in a session of its own (as ``setsid`` does) and writes its pid to ``child``.
-SESSION_STARTER = ("import subprocess\n"
-                   "child = subprocess.Popen(['sleep', '60'], start_new_session=True)\n"
-                   "open('child', 'w').write(str(child.pid))\n")
+#: A cell that starts a process in a session of its own (as ``setsid`` does) and writes its pid to
+#: ``child``.
+SESSION_STARTER = (
+    "import subprocess\n"
+    "child = subprocess.Popen(['sleep', '60'], start_new_session=True)\n"
+    "open('child', 'w').write(str(child.pid))\n"
+)
 
 
 def test_the_students_processes_share_one_cpu_group_removed_when_it_stops(sandbox):
-    """A twenty-seventh hostile review: 40 busy loops, each in a session of its own, took the CPU from a
-    submission graded beside them (0/31 instead of 31/31), because the kernel shares the CPU between sessions.
-    All of a student's processes are now in one group, which weighs as much as one session."""
+    """A twenty-seventh hostile review: 40 busy loops, each in a session of its own, took the CPU
+    from a submission graded beside them (0/31 instead of 31/31), because the kernel shares the CPU
+    between sessions. All of a student's processes are now in one group, which weighs as much as one
+    session."""
     if judge._cpu_group_parent() is None:
         pytest.skip("no writable CPU controller here (a container's read-only /sys/fs/cgroup)")
     user, workdir = sandbox
@@ -798,18 +989,28 @@ def test_the_students_processes_share_one_cpu_group_removed_when_it_stops(sandbo
     finally:
         session.process.stop()
     expected = f"/{judge.CPU_GROUP_PREFIX}{os.getpid()}"
-    assert actual == {"worker": expected, "child": expected}, f"the groups of the student's processes: {actual}"
-    assert group is not None and not group.exists(), f"the group should be removed when the process stops: {group}"
+    assert actual == {"worker": expected, "child": expected}, (
+        f"the groups of the student's processes: {actual}"
+    )
+    assert group is not None and not group.exists(), (
+        f"the group should be removed when the process stops: {group}"
+    )
 
 
-@pytest.mark.parametrize("files, self_cgroup, expected", [
-    ({"cpu/cpu.shares": "1024"}, "1:cpu:/\n0::/\n", "cpu"),
-    ({"cgroup.subtree_control": "cpu memory pids"}, "0::/\n", "."),
-    ({"cgroup.subtree_control": "memory pids"}, "0::/\n", None),
-    ({"cgroup.subtree_control": "cpu memory"}, "0::/system.slice/grading.service\n", None),
-    ({}, "0::/\n", None),
-], ids=["v1_cpu", "v2_root_with_cpu", "v2_without_cpu", "v2_not_in_root", "none"])
-def test_the_cpu_controller_is_found_where_it_can_be_used(files, self_cgroup, expected, tmp_path, monkeypatch):
+@pytest.mark.parametrize(
+    "files, self_cgroup, expected",
+    [
+        ({"cpu/cpu.shares": "1024"}, "1:cpu:/\n0::/\n", "cpu"),
+        ({"cgroup.subtree_control": "cpu memory pids"}, "0::/\n", "."),
+        ({"cgroup.subtree_control": "memory pids"}, "0::/\n", None),
+        ({"cgroup.subtree_control": "cpu memory"}, "0::/system.slice/grading.service\n", None),
+        ({}, "0::/\n", None),
+    ],
+    ids=["v1_cpu", "v2_root_with_cpu", "v2_without_cpu", "v2_not_in_root", "none"],
+)
+def test_the_cpu_controller_is_found_where_it_can_be_used(
+    files, self_cgroup, expected, tmp_path, monkeypatch
+):
     for name, text in files.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(text)
@@ -817,7 +1018,9 @@ def test_the_cpu_controller_is_found_where_it_can_be_used(files, self_cgroup, ex
     monkeypatch.setattr(judge, "CGROUP_ROOT", tmp_path)
     monkeypatch.setattr(judge, "SELF_CGROUP", tmp_path / "self")
     actual = judge._cpu_group_parent()
-    assert actual == (None if expected is None else tmp_path / expected), f"expected {expected}, got {actual}"
+    assert actual == (None if expected is None else tmp_path / expected), (
+        f"expected {expected}, got {actual}"
+    )
 
 
 def test_cpu_groups_of_judges_that_stopped_are_removed(tmp_path, monkeypatch):
@@ -836,19 +1039,28 @@ def test_cpu_groups_of_judges_that_stopped_are_removed(tmp_path, monkeypatch):
         running.kill()
         running.wait()
     actual = sorted(p.name for p in (tmp_path / "cpu").iterdir() if p.is_dir())
-    expected = sorted(["another-service", f"{judge.CPU_GROUP_PREFIX}{running.pid}", f"{judge.CPU_GROUP_PREFIX}{os.getpid()}"])
-    assert actual == expected, f"only the stopped judge's group is removed, and this judge's made: {actual}"
+    expected = sorted(
+        [
+            "another-service",
+            f"{judge.CPU_GROUP_PREFIX}{running.pid}",
+            f"{judge.CPU_GROUP_PREFIX}{os.getpid()}",
+        ]
+    )
+    assert actual == expected, (
+        f"only the stopped judge's group is removed, and this judge's made: {actual}"
+    )
     assert group == tmp_path / "cpu" / f"{judge.CPU_GROUP_PREFIX}{os.getpid()}", group
 
 
-# ---------------------------------------------------------------- what the student leaves in /tmp and /var/tmp
+# ---------------------------------------------------------------- what the student leaves in /tmp
+# and /var/tmp
 
 
 def test_the_students_files_in_tmp_and_var_tmp_are_removed_when_it_stops(sandbox):
-    """A twenty-seventh hostile review: 900 MB written to ``/var/tmp`` as the sandbox user outlived the grading,
-    where the next submission, run as the same user, could read it (and a batch could fill the disk). What the
-    student leaves in ``/tmp`` and ``/var/tmp`` is removed when its process stops, folders whole; ``nobody``'s
-    files from before the grading (another service's) stay."""
+    """A twenty-seventh hostile review: 900 MB written to ``/var/tmp`` as the sandbox user outlived
+    the grading, where the next submission, run as the same user, could read it (and a batch could
+    fill the disk). What the student leaves in ``/tmp`` and ``/var/tmp`` is removed when its process
+    stops, folders whole; ``nobody``'s files from before the grading (another service's) stay."""
     import uuid
 
     user, workdir = sandbox
@@ -856,15 +1068,21 @@ def test_the_students_files_in_tmp_and_var_tmp_are_removed_when_it_stops(sandbox
     before = Path("/tmp") / f"service-{tag}"
     before.write_text("another service's")
     os.chown(before, user.pw_uid, user.pw_gid)
-    made = [Path("/tmp") / f"left-{tag}", Path("/var/tmp") / f"left-{tag}", Path("/var/tmp") / f"folder-{tag}",
-            Path("/run/lock") / f"left-{tag}"]
-    cell = (f"open('{made[0]}', 'w').write('x')\n"
-            f"open('{made[1]}', 'w').write('x')\n"
-            "import os\n"
-            f"os.makedirs('{made[2]}/a/b')\n"
-            f"open('{made[2]}/a/b/c', 'w').write('x')\n"
-            f"open('{made[3]}', 'w').write('x')\n"
-            "done = True")
+    made = [
+        Path("/tmp") / f"left-{tag}",
+        Path("/var/tmp") / f"left-{tag}",
+        Path("/var/tmp") / f"folder-{tag}",
+        Path("/run/lock") / f"left-{tag}",
+    ]
+    cell = (
+        f"open('{made[0]}', 'w').write('x')\n"
+        f"open('{made[1]}', 'w').write('x')\n"
+        "import os\n"
+        f"os.makedirs('{made[2]}/a/b')\n"
+        f"open('{made[2]}/a/b/c', 'w').write('x')\n"
+        f"open('{made[3]}', 'w').write('x')\n"
+        "done = True"
+    )
     session = Session(workdir, [cell], Limits(), user, time.monotonic() + 120)
     try:
         session.run_all()
@@ -877,12 +1095,15 @@ def test_the_students_files_in_tmp_and_var_tmp_are_removed_when_it_stops(sandbox
         before.unlink(missing_ok=True)
         for path in left:
             shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink()
-    assert values == {"done": True} and existed == [True] * 4, f"the cell should have made its files: {values}"
+    assert values == {"done": True} and existed == [True] * 4, (
+        f"the cell should have made its files: {values}"
+    )
     assert left == [], f"the student's files should be removed when its process stops: {left}"
     assert kept, "nobody's file from before the grading should stay"
 
 
-#: A cell that makes a System V message queue holding a message, and a semaphore set, and names their ids.
+#: A cell that makes a System V message queue holding a message, and a semaphore set, and names
+#: their ids.
 SYSTEM_V_QUEUES = r'''
 import ctypes
 libc = ctypes.CDLL(None, use_errno=True)
@@ -901,8 +1122,9 @@ def _system_v_ids(kind: str) -> set[int]:
 
 
 def test_system_v_queues_and_semaphores_are_removed_when_it_stops(sandbox):
-    """A twenty-eighth hostile review: message queues (their messages hold kernel memory no process is charged
-    for) and semaphore sets outlived the grading; only shared-memory segments were removed."""
+    """A twenty-eighth hostile review: message queues (their messages hold kernel memory no process
+    is charged for) and semaphore sets outlived the grading; only shared-memory segments were
+    removed."""
     user, workdir = sandbox
     session = Session(workdir, [SYSTEM_V_QUEUES], Limits(), user, time.monotonic() + 120)
     try:
@@ -912,19 +1134,25 @@ def test_system_v_queues_and_semaphores_are_removed_when_it_stops(sandbox):
     finally:
         session.process.stop()
     left = (queue in _system_v_ids("msg"), semaphores in _system_v_ids("sem"))
-    assert made == (True, True), f"the cell should have made a queue and a semaphore set: {session.records[0]}"
-    assert left == (False, False), f"(queue, semaphore set) left after the student process stopped: {left}"
+    assert made == (True, True), (
+        f"the cell should have made a queue and a semaphore set: {session.records[0]}"
+    )
+    assert left == (False, False), (
+        f"(queue, semaphore set) left after the student process stopped: {left}"
+    )
 
 
 def test_a_setuid_program_runs_as_the_sandbox_user(sandbox):
-    """A twenty-eighth hostile review: 254 ``su`` processes, each waiting forever for a password, ran with root
-    as their effective user, so the judge (which finds the student's processes by owner) left them running,
-    and every later grading as that user had one process left under its limit. The student's processes may
-    not gain privileges (``PR_SET_NO_NEW_PRIVS``)."""
+    """A twenty-eighth hostile review: 254 ``su`` processes, each waiting forever for a password,
+    ran with root as their effective user, so the judge (which finds the student's processes by
+    owner) left them running, and every later grading as that user had one process left under its
+    limit. The student's processes may not gain privileges (``PR_SET_NO_NEW_PRIVS``)."""
     user, workdir = sandbox
-    cell = ("import subprocess\n"
-            "child = subprocess.Popen(['sleep', '60'], start_new_session=True)\n"
-            "open('child', 'w').write(str(child.pid))\n")
+    cell = (
+        "import subprocess\n"
+        "child = subprocess.Popen(['sleep', '60'], start_new_session=True)\n"
+        "open('child', 'w').write(str(child.pid))\n"
+    )
     session = Session(workdir, [cell], Limits(), user, time.monotonic() + 120)
     try:
         session.run_all()
@@ -932,15 +1160,19 @@ def test_a_setuid_program_runs_as_the_sandbox_user(sandbox):
         actual = {}
         for name, pid in (("worker", session.process.proc.pid), ("child", child)):
             status = Path(f"/proc/{pid}/status").read_text()
-            actual[name] = [line.split()[1] for line in status.splitlines() if line.startswith("NoNewPrivs:")]
+            actual[name] = [
+                line.split()[1] for line in status.splitlines() if line.startswith("NoNewPrivs:")
+            ]
     finally:
         session.process.stop()
-    assert actual == {"worker": ["1"], "child": ["1"]}, f"NoNewPrivs of the student's processes: {actual}"
+    assert actual == {"worker": ["1"], "child": ["1"]}, (
+        f"NoNewPrivs of the student's processes: {actual}"
+    )
 
 
 def test_every_process_in_the_students_cpu_group_is_stopped_with_it(sandbox):
-    """Whatever user a process in the student's CPU group runs as (the su processes above ran as root), it is
-    the student's, and is stopped with the student process."""
+    """Whatever user a process in the student's CPU group runs as (the su processes above ran as
+    root), it is the student's, and is stopped with the student process."""
     if judge._cpu_group_parent() is None:
         pytest.skip("no writable CPU controller here (a container's read-only /sys/fs/cgroup)")
     user, workdir = sandbox
@@ -948,7 +1180,9 @@ def test_every_process_in_the_students_cpu_group_is_stopped_with_it(sandbox):
     other = subprocess.Popen(["sleep", "60"])  # root's, as a setuid program's would be
     try:
         session.run_all()
-        assert judge._join_cpu_group(session.process.cpu_group, other.pid), "the process should join the group"
+        assert judge._join_cpu_group(session.process.cpu_group, other.pid), (
+            "the process should join the group"
+        )
     finally:
         session.process.stop()
         try:
@@ -958,31 +1192,41 @@ def test_every_process_in_the_students_cpu_group_is_stopped_with_it(sandbox):
             survived = True
             other.terminate()  # SIGTERM: not mistaken for the judge's SIGKILL below
             other.wait()
-    assert not survived and other.returncode == -signal.SIGKILL, \
+    assert not survived and other.returncode == -signal.SIGKILL, (
         f"root's process in the student's group should be killed with it (survived: {survived})"
+    )
 
 
 def test_staging_folders_of_a_judge_that_no_longer_runs_are_removed(tmp_path, monkeypatch):
-    """A twenty-eighth hostile review: a judge stopped from outside while it removed a student's 170,000
-    folders left its staging folder (669 MB), which no later grading removed."""
+    """A twenty-eighth hostile review: a judge stopped from outside while it removed a student's
+    170,000 folders left its staging folder (669 MB), which no later grading removed."""
     ended = subprocess.Popen(["true"])
     ended.wait()
     monkeypatch.setattr(judge, "SHARED_MEMORY_FOLDER", str(tmp_path / "shm"))
     monkeypatch.setattr(judge, "LEFTOVER_FOLDERS", (str(tmp_path / "tmp"),))
-    names = {"dead": f"{judge.STAGING_PREFIX}{ended.pid}-abc", "live": f"{judge.STAGING_PREFIX}{os.getpid()}-abc",
-             "other": "another-service"}
+    names = {
+        "dead": f"{judge.STAGING_PREFIX}{ended.pid}-abc",
+        "live": f"{judge.STAGING_PREFIX}{os.getpid()}-abc",
+        "other": "another-service",
+    }
     for folder in ("shm", "tmp"):
         for name in names.values():
             (tmp_path / folder / name).mkdir(parents=True)
             _chain(tmp_path / folder / name, 3)
     judge._remove_abandoned_staging()
-    actual = {folder: sorted(p.name for p in (tmp_path / folder).iterdir()) for folder in ("shm", "tmp")}
+    actual = {
+        folder: sorted(p.name for p in (tmp_path / folder).iterdir()) for folder in ("shm", "tmp")
+    }
     expected = sorted([names["live"], names["other"]])
-    assert actual == {"shm": expected, "tmp": expected}, f"only the ended judge's staging folders go: {actual}"
+    assert actual == {"shm": expected, "tmp": expected}, (
+        f"only the ended judge's staging folders go: {actual}"
+    )
 
 
 class _Replies:
-    """A student process that answers every cell with ``reply`` (the judge side of :class:`Session` only)."""
+    """A student process that answers every cell with ``reply`` (the judge side of :class:`Session`
+    only)."""
+
     generation, alive, interrupted_for = 0, True, None
 
     def __init__(self, reply: dict):
@@ -995,28 +1239,46 @@ class _Replies:
         return dict(self.reply), b""
 
 
-@pytest.mark.parametrize("error, expected", [("AssertionError: ", "AssertionError"), ("AssertionError:", "AssertionError"),
-                                             ("ValueError: bad: x", "ValueError: bad: x"), (None, None)])
+@pytest.mark.parametrize(
+    "error, expected",
+    [
+        ("AssertionError: ", "AssertionError"),
+        ("AssertionError:", "AssertionError"),
+        ("ValueError: bad: x", "ValueError: bad: x"),
+        (None, None),
+    ],
+)
 def test_an_exception_without_a_message_is_named_without_a_colon(error, expected):
     assert judge.first_line(error) == expected
 
 
 def test_the_judge_keeps_only_the_first_line_of_what_each_cell_raised(tmp_path):
-    """A thirty-seventh hostile review made every cell's reply carry 256 KB of output, which the judge kept for
-    every cell of the notebook (7 GB after 24,000 empty cells): it keeps no output, only each error's first line,
-    and only for the cells the notes name."""
+    """A thirty-seventh hostile review made every cell's reply carry 256 KB of output, which the
+    judge kept for every cell of the notebook (7 GB after 24,000 empty cells): it keeps no output,
+    only each error's first line, and only for the cells the notes name."""
     cells = ["pass"] * 40
     session = Session(tmp_path, cells, Limits(), None, time.monotonic() + 120, seed=SEED)
-    session.process = _Replies({"op": "done", "error": "ValueError: " + "é" * 65_536 + "\nsecond line",
-                                "output": "\U0001F600" * 65_536})
+    session.process = _Replies(
+        {
+            "op": "done",
+            "error": "ValueError: " + "é" * 65_536 + "\nsecond line",
+            "output": "\U0001f600" * 65_536,
+        }
+    )
     session.run_all()
     actual = session.records
     assert len(actual) == 40, f"one record a cell: {len(actual)}"
-    assert not hasattr(actual[0], "output"), f"no output is kept: {len(getattr(actual[0], 'output', ''))} characters"
-    assert actual[0].error == ("ValueError: " + "é" * 65_536)[:judge.MAX_ERROR_LINE], \
-        f"the first line, cut at {judge.MAX_ERROR_LINE} characters: {len(actual[0].error)} characters kept"
+    assert not hasattr(actual[0], "output"), (
+        f"no output is kept: {len(getattr(actual[0], 'output', ''))} characters"
+    )
+    assert actual[0].error == ("ValueError: " + "é" * 65_536)[: judge.MAX_ERROR_LINE], (
+        f"the first line, cut at {judge.MAX_ERROR_LINE} characters: {len(actual[0].error)} "
+        f"characters kept"
+    )
     kept = [r.index for r in actual if r.error != judge.ERROR_NOT_KEPT]
-    assert kept == list(range(judge.MAX_CELL_ERRORS_NOTED)), f"the first 10 errors kept, the rest counted: {kept}"
+    assert kept == list(range(judge.MAX_CELL_ERRORS_NOTED)), (
+        f"the first 10 errors kept, the rest counted: {kept}"
+    )
     notes = _cell_notes(actual)
     assert notes[-2:] == ["30 more code cell(s) raised errors.", CELLS_COUNTED], notes[-2:]
 
@@ -1024,20 +1286,32 @@ def test_the_judge_keeps_only_the_first_line_of_what_each_cell_raised(tmp_path):
 def test_cells_the_deadline_left_no_time_for_share_one_note():
     from autograder.judge import NOT_RUN, CellRecord
 
-    records = ([CellRecord(0, None, "stopped: it used more than 3072 MB")]
-               + [CellRecord(i, None, NOT_RUN) for i in range(1, 5000)])
+    records = [CellRecord(0, None, "stopped: it used more than 3072 MB")] + [
+        CellRecord(i, None, NOT_RUN) for i in range(1, 5000)
+    ]
     actual = _cell_notes(records)
-    assert actual == ["Code cell 1 stopped: it used more than 3072 MB; grading went on without it.",
-                      "Code cells 2 to 5000 were not run: the grading deadline passed.", CELLS_COUNTED], actual
-    assert _cell_notes([CellRecord(0, None, NOT_RUN)])[0] == "Code cell 1 not run: the grading deadline passed.", \
-        "one cell not run is named alone"
-    stopped = _cell_notes([CellRecord(i, None, "interrupted: it used more than its 60 CPU seconds") for i in range(12)])
+    assert actual == [
+        "Code cell 1 stopped: it used more than 3072 MB; grading went on without it.",
+        "Code cells 2 to 5000 were not run: the grading deadline passed.",
+        CELLS_COUNTED,
+    ], actual
+    assert (
+        _cell_notes([CellRecord(0, None, NOT_RUN)])[0]
+        == "Code cell 1 not run: the grading deadline passed."
+    ), "one cell not run is named alone"
+    stopped = _cell_notes(
+        [
+            CellRecord(i, None, "interrupted: it used more than its 60 CPU seconds")
+            for i in range(12)
+        ]
+    )
     assert stopped[-2:] == ["2 more code cell(s) were stopped.", CELLS_COUNTED], stopped
 
 
 def test_processes_holding_too_many_files_open_are_stopped(tmp_path, monkeypatch):
-    """A thirty-seventh hostile review's 240 processes each held 4,000 descriptors: every memory check looked at
-    each one (5 seconds of the judge's time a check, 440 seconds in a grading). Here the cap is 200 files."""
+    """A thirty-seventh hostile review's 240 processes each held 4,000 descriptors: every memory
+    check looked at each one (5 seconds of the judge's time a check, 440 seconds in a grading). Here
+    the cap is 200 files."""
     monkeypatch.setattr(judge, "MAX_OPEN_FILES", 200)
     workdir = tmp_path / "work"
     workdir.mkdir()
@@ -1045,10 +1319,15 @@ def test_processes_holding_too_many_files_open_are_stopped(tmp_path, monkeypatch
     _first_cell_is_stopped(workdir, None, cell, "held more than 200 files open in its processes")
 
 
-def _first_cell_is_stopped(workdir: Path, user, cell: str, expected: str, then: Callable[[], None] = lambda: None):
-    """Run ``cell`` and then ``after = 1``: the first is stopped with a problem that says ``expected``, grading
-    goes on after it, and ``then()`` holds before the student process stops."""
-    session = Session(workdir, [cell, "after = 1"], Limits(), user, time.monotonic() + 120, seed=SEED)
+def _first_cell_is_stopped(
+    workdir: Path, user, cell: str, expected: str, then: Callable[[], None] = lambda: None
+):
+    """Run ``cell`` and then ``after = 1``: the first is stopped with a problem that says
+    ``expected``, grading goes on after it, and ``then()`` holds before the student process
+    stops."""
+    session = Session(
+        workdir, [cell, "after = 1"], Limits(), user, time.monotonic() + 120, seed=SEED
+    )
     try:
         session.run_all()
         problem = session.records[0].problem or ""
@@ -1060,15 +1339,16 @@ def _first_cell_is_stopped(workdir: Path, user, cell: str, expected: str, then: 
 
 
 def test_the_walk_reads_a_folder_one_entry_at_a_time(shared_folder):
-    """A thirty-eighth hostile review made 7.2 million hard links in /tmp: the judge's walk listed every entry
-    with its lstat before removing any (7 GB). The walk holds one entry at a time: here 20,000 entries, which
-    listed whole took about 16 MB."""
+    """A thirty-eighth hostile review made 7.2 million hard links in /tmp: the judge's walk listed
+    every entry with its lstat before removing any (7 GB). The walk holds one entry at a time: here
+    20,000 entries, which listed whole took about 16 MB."""
     import tracemalloc
 
     target = shared_folder / "target"
     target.write_bytes(b"")
     for i in range(20_000):
-        os.link(target, shared_folder / f"link-{i}")  # hard links, as the review made them: no data, one inode
+        # hard links, as the review made them: no data, one inode
+        os.link(target, shared_folder / f"link-{i}")
     tracemalloc.start()
     try:
         count = sum(1 for _ in judge._walk_shared_memory(os.getuid(), bounded=False))
@@ -1076,14 +1356,17 @@ def test_the_walk_reads_a_folder_one_entry_at_a_time(shared_folder):
     finally:
         tracemalloc.stop()
     assert count == 20_001, f"every entry is walked: {count}"
-    assert peak < 2 * 2**20, f"the walk should hold one entry at a time, not the folder: {peak / 2**20:.1f} MB"
+    assert peak < 2 * 2**20, (
+        f"the walk should hold one entry at a time, not the folder: {peak / 2**20:.1f} MB"
+    )
     judge._remove_dev_shm_entries(os.getuid())
     assert list(shared_folder.iterdir()) == [], "every entry of the user's is removed"
 
 
 def test_files_kept_in_the_shared_folders_and_the_scratch_folder_are_counted(tmp_path, monkeypatch):
-    """What the student keeps in /tmp, /var/tmp, /run/lock and its own folder is counted on every memory check,
-    so that removing it when the student process stops stays quick (a thirty-eighth hostile review)."""
+    """What the student keeps in /tmp, /var/tmp, /run/lock and its own folder is counted on every
+    memory check, so that removing it when the student process stops stays quick (a thirty-eighth
+    hostile review)."""
     shared, workdir = tmp_path / "tmp", tmp_path / "work"
     shared.mkdir()
     (workdir / "deeper").mkdir(parents=True)
@@ -1092,22 +1375,29 @@ def test_files_kept_in_the_shared_folders_and_the_scratch_folder_are_counted(tmp
     for i in range(20):
         (shared / f"s{i}").write_bytes(b"")
         (workdir / "deeper" / f"w{i}").write_bytes(b"")
-    assert judge._count_leftovers(os.getuid(), None, workdir) == 41, "20 + 20 files and the folder they are in"
+    assert judge._count_leftovers(os.getuid(), None, workdir) == 41, (
+        "20 + 20 files and the folder they are in"
+    )
     for i in range(20):
         (shared / f"t{i}").write_bytes(b"")
-    with pytest.raises(judge.SharedMemoryTooLarge, match="kept more than 50 files and folders in .* and its own"):
+    with pytest.raises(
+        judge.SharedMemoryTooLarge, match="kept more than 50 files and folders in .* and its own"
+    ):
         judge._count_leftovers(os.getuid(), None, workdir)
 
 
 def test_a_cell_that_makes_too_many_files_is_stopped(sandbox, monkeypatch):
-    """A thirty-eighth hostile review made 7.2 million hard links where the judge removes them afterwards: the
-    student is stopped past the limit, and its scratch folder put back as it was staged."""
+    """A thirty-eighth hostile review made 7.2 million hard links where the judge removes them
+    afterwards: the student is stopped past the limit, and its scratch folder put back as it was
+    staged."""
     user, workdir = sandbox
     monkeypatch.setattr(judge, "MAX_LEFTOVER_ENTRIES", 200)
     cell = "import os, time\nfor i in range(300):\n    open(f'f{i}', 'w').close()\ntime.sleep(20)"
 
     def put_back() -> None:
         left = sorted(p.name for p in workdir.glob("f*"))
-        assert left == [], f"the scratch folder is put back as staged, or the replay stops at once: {left[:5]}"
+        assert left == [], (
+            f"the scratch folder is put back as staged, or the replay stops at once: {left[:5]}"
+        )
 
     _first_cell_is_stopped(workdir, user, cell, "kept more than 200 files and folders", put_back)

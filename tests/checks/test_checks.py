@@ -52,8 +52,12 @@ def test_check_failure_is_an_assertion_error():
 def test_expect_defined_reports_a_missing_name(missing):
     actual = failure_message(expect_defined, "edges", missing)
     expected = "`edges` is not defined"
-    assert expected in actual, f"missing value: expected {expected!r} in the message, got {actual!r}"
-    assert "keep the name `edges`" in actual, f"the message should tell the student to keep the name: {actual!r}"
+    assert expected in actual, (
+        f"missing value: expected {expected!r} in the message, got {actual!r}"
+    )
+    assert "keep the name `edges`" in actual, (
+        f"the message should tell the student to keep the name: {actual!r}"
+    )
 
 
 def test_expect_defined_reports_the_unfilled_placeholder():
@@ -66,7 +70,9 @@ def test_expect_defined_reports_the_unfilled_placeholder():
 @pytest.mark.parametrize("value", [0, 0.0, False, "", [], torch.zeros(0)], ids=repr)
 def test_expect_defined_returns_falsy_answers_unchanged(value):
     actual = expect_defined("answer", value)
-    assert actual is value, f"a falsy but defined answer {value!r} should be returned as it is, got {actual!r}"
+    assert actual is value, (
+        f"a falsy but defined answer {value!r} should be returned as it is, got {actual!r}"
+    )
 
 
 @pytest.mark.parametrize(
@@ -86,10 +92,14 @@ def test_expect_defined_returns_falsy_answers_unchanged(value):
 def test_every_check_starts_with_the_defined_layer(check):
     actual = failure_message(check, None)
     expected = "`answer` is not defined"
-    assert expected in actual, f"None should fail the defined layer first: expected {expected!r}, got {actual!r}"
+    assert expected in actual, (
+        f"None should fail the defined layer first: expected {expected!r}, got {actual!r}"
+    )
     actual = failure_message(check, ...)
     expected = "`answer` is still `...`"
-    assert expected in actual, f"... should fail the defined layer first: expected {expected!r}, got {actual!r}"
+    assert expected in actual, (
+        f"... should fail the defined layer first: expected {expected!r}, got {actual!r}"
+    )
 
 
 # ---------------------------------------------------------------- type
@@ -119,7 +129,9 @@ def test_expect_type_accepts_bool_when_bool_is_asked():
 
 def test_expect_callable_rejects_a_value():
     actual = failure_message(expect_callable, "slide", torch.zeros(2, 3))
-    expected = "`slide` should be a function, but it is a tensor of shape (2, 3) and dtype torch.float32."
+    expected = (
+        "`slide` should be a function, but it is a tensor of shape (2, 3) and dtype torch.float32."
+    )
     assert actual == expected, f"expected {expected!r}, got {actual!r}"
 
 
@@ -138,34 +150,49 @@ def test_expect_callable_rejects_a_value():
 def test_expect_tensor_wrong_type_gives_the_conversion_hint(value, described):
     actual = failure_message(expect_tensor, "x", value, shape=(2, 3))
     expected = f"`x` should be a torch tensor, but it is {described}."
-    assert actual.startswith(expected), f"expected the message to start with {expected!r}, got {actual!r}"
-    assert "torch.tensor(...)" in actual and "torch.from_numpy(...)" in actual, \
+    assert actual.startswith(expected), (
+        f"expected the message to start with {expected!r}, got {actual!r}"
+    )
+    assert "torch.tensor(...)" in actual and "torch.from_numpy(...)" in actual, (
         f"a list, tuple or array should come with the conversion hint: {actual!r}"
+    )
 
 
 def test_expect_tensor_wrong_type_without_a_conversion_gives_no_hint():
     actual = failure_message(expect_tensor, "x", 3.0)
     expected = "`x` should be a torch tensor, but it is a float."
-    assert actual == expected, f"a float cannot be converted the same way; expected {expected!r}, got {actual!r}"
+    assert actual == expected, (
+        f"a float cannot be converted the same way; expected {expected!r}, got {actual!r}"
+    )
 
 
 def test_expect_tensor_wrong_shape_names_both_shapes():
-    actual = failure_message(expect_tensor, "edges", torch.zeros(1, 1, 28, 28), shape=(1, 1, 26, 26))
+    actual = failure_message(
+        expect_tensor, "edges", torch.zeros(1, 1, 28, 28), shape=(1, 1, 26, 26)
+    )
     expected = "`edges` has shape (1, 1, 28, 28), but it should have shape (1, 1, 26, 26)."
     assert actual == expected, f"expected {expected!r}, got {actual!r}"
 
 
 def test_expect_tensor_float64_for_float32_is_a_dtype_failure():
-    actual = failure_message(expect_tensor, "edges", torch.zeros(2, 2, dtype=torch.float64), shape=(2, 2),
-                             dtype=torch.float32)
+    actual = failure_message(
+        expect_tensor,
+        "edges",
+        torch.zeros(2, 2, dtype=torch.float64),
+        shape=(2, 2),
+        dtype=torch.float32,
+    )
     expected = "`edges` has dtype torch.float64, but it should have dtype torch.float32."
     assert actual == expected, f"expected {expected!r}, got {actual!r}"
 
 
 def test_expect_tensor_checks_shape_before_dtype():
-    actual = failure_message(expect_tensor, "edges", torch.zeros(3, dtype=torch.float64), shape=(2,),
-                             dtype=torch.float32)
-    assert "shape" in actual and "dtype" not in actual, f"the shape layer should fail first: {actual!r}"
+    actual = failure_message(
+        expect_tensor, "edges", torch.zeros(3, dtype=torch.float64), shape=(2,), dtype=torch.float32
+    )
+    assert "shape" in actual and "dtype" not in actual, (
+        f"the shape layer should fail first: {actual!r}"
+    )
 
 
 def test_expect_tensor_counts_nan_entries():
@@ -193,7 +220,9 @@ def test_expect_tensor_rejects_a_tensor_that_requires_grad():
     actual = failure_message(expect_tensor, "maps", value, shape=(2,))
     expected = "`maps` still requires grad"
     assert expected in actual, f"expected {expected!r} in the message, got {actual!r}"
-    assert "torch.no_grad()" in actual and ".detach()" in actual, f"the message should say how to fix it: {actual!r}"
+    assert "torch.no_grad()" in actual and ".detach()" in actual, (
+        f"the message should say how to fix it: {actual!r}"
+    )
 
 
 def test_expect_tensor_requires_grad_none_skips_the_grad_layer():
@@ -214,19 +243,37 @@ def test_expect_tensor_returns_a_good_tensor_unchanged():
 @pytest.mark.parametrize("check", [expect_number, expect_int], ids=["number", "int"])
 def test_bool_is_rejected_as_a_number(check):
     actual = failure_message(check, "count", True)
-    assert "`count` should be a" in actual and "but it is a bool" in actual, \
+    assert "`count` should be a" in actual and "but it is a bool" in actual, (
         f"True is not a number answer: {actual!r}"
+    )
 
 
 @pytest.mark.parametrize(
     "value, expected",
-    [(torch.tensor(0.5), 0.5), (torch.tensor([0.25]), 0.25), (torch.tensor([[2]]), 2.0),
-     (np.float32(0.75), 0.75), (np.int64(4), 4.0), (3, 3.0), (np.asarray(0.125), 0.125)],
-    ids=["0-d tensor", "1-element tensor", "1x1 int tensor", "np.float32", "np.int64", "int", "0-d ndarray"],
+    [
+        (torch.tensor(0.5), 0.5),
+        (torch.tensor([0.25]), 0.25),
+        (torch.tensor([[2]]), 2.0),
+        (np.float32(0.75), 0.75),
+        (np.int64(4), 4.0),
+        (3, 3.0),
+        (np.asarray(0.125), 0.125),
+    ],
+    ids=[
+        "0-d tensor",
+        "1-element tensor",
+        "1x1 int tensor",
+        "np.float32",
+        "np.int64",
+        "int",
+        "0-d ndarray",
+    ],
 )
 def test_expect_number_accepts_one_element_tensors_and_scalars(value, expected):
     actual = expect_number("accuracy", value)
-    assert type(actual) is float, f"expect_number should return a Python float, got {type(actual).__name__}"
+    assert type(actual) is float, (
+        f"expect_number should return a Python float, got {type(actual).__name__}"
+    )
     assert actual == expected, f"expect_number({value!r}): expected {expected}, got {actual}"
 
 
@@ -236,8 +283,15 @@ def test_expect_number_rejects_a_tensor_of_several_elements():
     assert actual == expected, f"expected {expected!r}, got {actual!r}"
 
 
-@pytest.mark.parametrize("check, value", [(expect_number, np.array([0.5, 0.6])), (expect_number, np.array([0.5])),
-                                          (expect_int, np.array([8]))], ids=["two", "one-element 1-d", "int 1-d"])
+@pytest.mark.parametrize(
+    "check, value",
+    [
+        (expect_number, np.array([0.5, 0.6])),
+        (expect_number, np.array([0.5])),
+        (expect_int, np.array([8])),
+    ],
+    ids=["two", "one-element 1-d", "int 1-d"],
+)
 def test_expect_number_rejects_an_array_that_is_not_0_d(check, value):
     actual = failure_message(check, "accuracy", value)
     expected = f"`accuracy` should be a {'number' if check is expect_number else 'whole number (int)'}, but it is a NumPy array"
@@ -250,15 +304,23 @@ def test_expect_number_rejects_a_string():
     assert actual == expected, f"expected {expected!r}, got {actual!r}"
 
 
-@pytest.mark.parametrize("value", [float("nan"), float("inf"), torch.tensor(float("nan"))], ids=["nan", "inf", "tensor nan"])
+@pytest.mark.parametrize(
+    "value",
+    [float("nan"), float("inf"), torch.tensor(float("nan"))],
+    ids=["nan", "inf", "tensor nan"],
+)
 def test_expect_number_rejects_non_finite_values(value):
     actual = failure_message(expect_number, "logit", value)
-    assert "`logit` is" in actual and "not a finite number" in actual, f"non-finite number accepted: {actual!r}"
+    assert "`logit` is" in actual and "not a finite number" in actual, (
+        f"non-finite number accepted: {actual!r}"
+    )
 
 
 def test_expect_number_within_tolerance_passes():
     actual = expect_number("logit", 4.12345, 4.1234, abs_tol=1e-4)
-    assert actual == pytest.approx(4.12345), f"a value within abs_tol should pass and be returned, got {actual}"
+    assert actual == pytest.approx(4.12345), (
+        f"a value within abs_tol should pass and be returned, got {actual}"
+    )
     actual = expect_number("big", 1010.0, 1000.0, rel_tol=0.02)
     assert actual == 1010.0, f"a value within rel_tol should pass and be returned, got {actual}"
 
@@ -278,11 +340,16 @@ def test_expect_number_tolerance_is_the_larger_of_abs_and_rel():
     failure_message(expect_number, "n", 100.2, 100.0, abs_tol=0.01, rel_tol=1e-3)
 
 
-@pytest.mark.parametrize("value", [3, 3.0, np.int64(3), np.float64(3.0), torch.tensor(3), torch.tensor([3.0])],
-                         ids=["int", "3.0", "np.int64", "np.float64", "tensor int", "tensor float"])
+@pytest.mark.parametrize(
+    "value",
+    [3, 3.0, np.int64(3), np.float64(3.0), torch.tensor(3), torch.tensor([3.0])],
+    ids=["int", "3.0", "np.int64", "np.float64", "tensor int", "tensor float"],
+)
 def test_expect_int_accepts_whole_numbers_of_any_kind(value):
     actual = expect_int("count", value, 3)
-    assert type(actual) is int and actual == 3, f"expect_int({value!r}) should give the int 3, got {actual!r}"
+    assert type(actual) is int and actual == 3, (
+        f"expect_int({value!r}) should give the int 3, got {actual!r}"
+    )
 
 
 def test_expect_int_rejects_a_fraction():
@@ -299,18 +366,25 @@ def test_expect_int_wrong_value_does_not_reveal_the_expected_value():
     assert repr(expected_value) not in actual, f"the message reveals the expected value: {actual!r}"
 
 
-@pytest.mark.parametrize("value", [True, np.bool_(True), torch.tensor(True), torch.tensor([True])],
-                         ids=["bool", "np.bool_", "0-d tensor", "1-element tensor"])
+@pytest.mark.parametrize(
+    "value",
+    [True, np.bool_(True), torch.tensor(True), torch.tensor([True])],
+    ids=["bool", "np.bool_", "0-d tensor", "1-element tensor"],
+)
 def test_expect_bool_accepts_every_kind_of_true(value):
     actual = expect_bool("same", value, True)
-    assert actual is True, f"expect_bool({value!r}) should return the Python bool True, got {actual!r}"
+    assert actual is True, (
+        f"expect_bool({value!r}) should return the Python bool True, got {actual!r}"
+    )
 
 
 @pytest.mark.parametrize("value, described", [(1, "an int"), ("True", "a str")], ids=["int", "str"])
 def test_expect_bool_rejects_non_bools(value, described):
     actual = failure_message(expect_bool, "same", value)
     expected = "`same` should be True or False, but it is a"
-    assert actual.startswith(expected), f"expected the message to start with {expected!r}, got {actual!r}"
+    assert actual.startswith(expected), (
+        f"expected the message to start with {expected!r}, got {actual!r}"
+    )
 
 
 def test_expect_bool_wrong_value():
@@ -321,7 +395,9 @@ def test_expect_bool_wrong_value():
 
 def test_plain_unwraps_and_leaves_other_values():
     actual = plain("v", torch.tensor([[7]]))
-    assert actual == 7 and type(actual) is int, f"a 1x1 int tensor should become the int 7, got {actual!r}"
+    assert actual == 7 and type(actual) is int, (
+        f"a 1x1 int tensor should become the int 7, got {actual!r}"
+    )
     value = [1, 2]
     assert plain("v", value) is value, "a list is not a scalar and should be returned unchanged"
 
@@ -334,26 +410,39 @@ def test_expect_close_counts_wrong_elements_without_values():
     actual_tensor = expected_tensor.clone()
     actual_tensor[0, 0] = 9.0
     actual_tensor[1, 1] = 9.5
-    actual = failure_message(expect_close, "edges", actual_tensor, expected_tensor, rtol=1e-5, atol=1e-5)
+    actual = failure_message(
+        expect_close, "edges", actual_tensor, expected_tensor, rtol=1e-5, atol=1e-5
+    )
     expected = "`edges` has the right shape and dtype, but 2 of its 6 values are wrong (tolerance atol=1e-05, rtol=1e-05)."
     assert actual == expected, f"expected {expected!r}, got {actual!r}"
     for value in (0.123456, -3.125, 0.654321):
-        assert repr(value) not in actual, f"the message reveals the expected value {value!r}: {actual!r}"
+        assert repr(value) not in actual, (
+            f"the message reveals the expected value {value!r}: {actual!r}"
+        )
     assert "tensor(" not in actual, f"the message prints a tensor: {actual!r}"
 
 
 def test_expect_close_says_where():
     expected_tensor = torch.zeros(2, 4)
     actual_tensor = torch.ones(2, 4)
-    actual = failure_message(expect_close, "maps", actual_tensor, expected_tensor, rtol=0, atol=0,
-                             where="on the columns both maps hold")
+    actual = failure_message(
+        expect_close,
+        "maps",
+        actual_tensor,
+        expected_tensor,
+        rtol=0,
+        atol=0,
+        where="on the columns both maps hold",
+    )
     expected = "8 of its 8 values on the columns both maps hold are wrong"
     assert expected in actual, f"expected {expected!r} in the message, got {actual!r}"
 
 
 def test_expect_close_nan_is_never_equal():
     expected_tensor = torch.tensor([float("nan"), 1.0])
-    actual = failure_message(expect_close, "v", expected_tensor.clone(), expected_tensor, rtol=0, atol=0)
+    actual = failure_message(
+        expect_close, "v", expected_tensor.clone(), expected_tensor, rtol=0, atol=0
+    )
     assert "1 of its 2 values" in actual, f"NaN should count as a wrong value: {actual!r}"
 
 
@@ -361,7 +450,9 @@ def test_expect_close_within_tolerance_passes_and_casts_expected():
     expected_tensor = torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64)
     actual_tensor = torch.tensor([1.0, 2.0, 3.0 + 5e-6], dtype=torch.float32)
     actual = expect_close("v", actual_tensor, expected_tensor, rtol=0, atol=1e-5)
-    assert actual is None, "values within tolerance should pass (a float64 expected is cast to float32)"
+    assert actual is None, (
+        "values within tolerance should pass (a float64 expected is cast to float32)"
+    )
 
 
 def test_expect_close_relative_tolerance_scales_with_expected():
@@ -372,7 +463,9 @@ def test_expect_close_relative_tolerance_scales_with_expected():
 
 
 def test_expect_close_shape_mismatch():
-    actual = failure_message(expect_close, "v", torch.zeros(2, 3), torch.zeros(3, 2), rtol=0, atol=0)
+    actual = failure_message(
+        expect_close, "v", torch.zeros(2, 3), torch.zeros(3, 2), rtol=0, atol=0
+    )
     expected = "`v` has shape (2, 3), but it should have shape (3, 2)."
     assert actual == expected, f"expected {expected!r}, got {actual!r}"
 
@@ -388,15 +481,20 @@ def test_expect_equal_checks_the_tensor_layers_first():
     actual = failure_message(expect_equal, "order", [5, 6, 7, 8], torch.tensor([5, 6, 7, 8]))
     assert "should be a torch tensor" in actual, f"a list should fail the type layer: {actual!r}"
     actual = failure_message(expect_equal, "order", torch.tensor([5.0, 6.0]), torch.tensor([5, 6]))
-    assert "has dtype torch.float32, but it should have dtype torch.int64" in actual, \
+    assert "has dtype torch.float32, but it should have dtype torch.int64" in actual, (
         f"a float tensor should fail the dtype layer: {actual!r}"
+    )
 
 
 def test_expect_equal_passes_equal_values_and_rejects_others():
-    assert expect_equal("t", torch.tensor([1, 2]), torch.tensor([1, 2])) is None, "equal tensors should pass"
+    assert expect_equal("t", torch.tensor([1, 2]), torch.tensor([1, 2])) is None, (
+        "equal tensors should pass"
+    )
     assert expect_equal("p", (1, 2), (1, 2)) is None, "equal tuples should pass"
     actual = failure_message(expect_equal, "p", (1, 2), (2, 1))
-    assert actual == "`p` has the wrong value.", f"unexpected message for unequal tuples: {actual!r}"
+    assert actual == "`p` has the wrong value.", (
+        f"unexpected message for unequal tuples: {actual!r}"
+    )
 
 
 def test_expect_sequence_checks_type_and_length():
@@ -414,36 +512,50 @@ def test_expect_sequence_checks_type_and_length():
 
 
 def test_keys_shown_lists_a_few_keys_each_cut_short():
-    """A thirty-fourth hostile review's dict key was a tuple of many references to one string of megabytes: the
-    message listing the keys was gigabytes of text."""
-    assert keys_shown({"weight": 1, "bias": 2}) == "['bias', 'weight']", "an honest dict's keys, sorted"
+    """A thirty-fourth hostile review's dict key was a tuple of many references to one string of
+    megabytes: the message listing the keys was gigabytes of text."""
+    assert keys_shown({"weight": 1, "bias": 2}) == "['bias', 'weight']", (
+        "an honest dict's keys, sorted"
+    )
     huge = ("x" * 2**20,) * 1000
     actual = keys_shown({huge: 1, "bias": 2})
-    assert len(actual) < 200 and actual.startswith("['bias', ('xxx"), f"a huge key cut short: {actual[:300]!r}"
-    assert short_repr("x" * 2**20) == "'" + "x" * 17 + "..." + "x" * 18 + "'", "a long string cut to 40 characters"
+    assert len(actual) < 200 and actual.startswith("['bias', ('xxx"), (
+        f"a huge key cut short: {actual[:300]!r}"
+    )
+    assert short_repr("x" * 2**20) == "'" + "x" * 17 + "..." + "x" * 18 + "'", (
+        "a long string cut to 40 characters"
+    )
     actual = keys_shown({f"k{i:02d}": i for i in range(25)})
-    expected = "['k00', 'k01', 'k02', 'k03', 'k04', 'k05', 'k06', 'k07', 'k08', 'k09', ... and 15 more]"
+    expected = (
+        "['k00', 'k01', 'k02', 'k03', 'k04', 'k05', 'k06', 'k07', 'k08', 'k09', ... and 15 more]"
+    )
     assert actual == expected, f"ten keys, then how many more: {actual!r}"
 
 
 def test_inductive_bias_reads_a_returned_list_as_numbers_only():
-    """A thirty-fifth hostile review returned one string of a million characters and 399 empty ones (1 MB sent):
-    ``np.asarray`` pads every string to the longest, 1.6 GB."""
+    """A thirty-fifth hostile review returned one string of a million characters and 399 empty ones
+    (1 MB sent): ``np.asarray`` pads every string to the longest, 1.6 GB."""
     from autograder.checks.inductive_bias import _numbers
 
     actual = failure_message(_numbers, "crops(1, rng)", ["x" * 10, "", ""])
-    assert actual == "`crops(1, rng)` returned text, not numbers: return a NumPy array of floats.", actual
+    assert (
+        actual == "`crops(1, rng)` returned text, not numbers: return a NumPy array of floats."
+    ), actual
     actual = _numbers("crops(1, rng)", [[0.5, 1.0], (0.25, np.float64(2.0))])
-    assert actual.dtype == np.float64 and actual.tolist() == [[0.5, 1.0], [0.25, 2.0]], f"numbers are read: {actual}"
+    assert actual.dtype == np.float64 and actual.tolist() == [[0.5, 1.0], [0.25, 2.0]], (
+        f"numbers are read: {actual}"
+    )
 
 
 class _Returned:
-    """What a student's function returned (weakly referenceable, unlike a tensor's Python wrapper's stand-ins)."""
+    """What a student's function returned (weakly referenceable, unlike a tensor's Python wrapper's
+    stand-ins)."""
 
 
 def test_a_propertys_failing_examples_keep_nothing_the_function_returned():
-    """A thirty-fifth hostile review's functions returned 252 MB on all but the smallest inputs: Hypothesis kept
-    the failing examples' exceptions while it searched and shrank, and with their frames 11 returns (8.3 GB)."""
+    """A thirty-fifth hostile review's functions returned 252 MB on all but the smallest inputs:
+    Hypothesis kept the failing examples' exceptions while it searched and shrank, and with their
+    frames 11 returns (8.3 GB)."""
     import gc
     import weakref
 
@@ -451,7 +563,8 @@ def test_a_propertys_failing_examples_keep_nothing_the_function_returned():
 
     alive, most = weakref.WeakSet(), []
 
-    def student(n):  # right on small inputs, as the review's were: Hypothesis searches, then shrinks
+    # right on small inputs, as the review's were: Hypothesis searches, then shrinks
+    def student(n):
         if n <= 100:
             return n
         gc.collect()
@@ -465,7 +578,8 @@ def test_a_propertys_failing_examples_keep_nothing_the_function_returned():
         got = call_student("f", student, n)
         try:
             expect_type(f"f({n})", got, int)
-        except CheckFailure as err:  # raised again while handling it: the first one's frames are kept too
+        # raised again while handling it: the first one's frames are kept too
+        except CheckFailure as err:
             raise CheckFailure(f"{err} (n = {n})") from None
 
     with pytest.raises(CheckFailure):
@@ -474,9 +588,9 @@ def test_a_propertys_failing_examples_keep_nothing_the_function_returned():
 
 
 def test_a_property_whose_failure_does_not_replay_shows_the_first_failure_not_hypothesis_report():
-    """A function that fails an input once and passes it when Hypothesis replays it (a call stopped by a limit,
-    then answered) made Hypothesis raise ``FlakyFailure``, whose report (file paths, line numbers) reached
-    students."""
+    """A function that fails an input once and passes it when Hypothesis replays it (a call stopped
+    by a limit, then answered) made Hypothesis raise ``FlakyFailure``, whose report (file paths,
+    line numbers) reached students."""
     from autograder.checks.properties import INCONSISTENT, given, run_property, st
 
     calls = []
@@ -505,9 +619,9 @@ def test_a_property_whose_failure_does_not_replay_shows_the_first_failure_not_hy
 
 
 def test_once_keeps_a_failures_message_not_what_its_frames_held():
-    """A thirty-sixth hostile review: ``once`` kept each verdict's CheckFailure with its traceback and the exception
-    it was raised while handling, and with their frames what the student's functions returned (about 250 MB a
-    kind) for the rest of the grading."""
+    """A thirty-sixth hostile review: ``once`` kept each verdict's CheckFailure with its traceback
+    and the exception it was raised while handling, and with their frames what the student's
+    functions returned (about 250 MB a kind) for the rest of the grading."""
     import gc
     import weakref
 
@@ -526,7 +640,9 @@ def test_once_keeps_a_failures_message_not_what_its_frames_held():
     funcs = (_Returned(),)  # a key of its own for this test's verdict
     actual = [once("a test's own kind", funcs, check) for _ in range(2)]
     gc.collect()
-    assert [str(a) for a in actual] == ["`f(x)` is wrong."] * 2 and len(made) == 1, "one verdict, decided once"
+    assert [str(a) for a in actual] == ["`f(x)` is wrong."] * 2 and len(made) == 1, (
+        "one verdict, decided once"
+    )
     assert made[0]() is None, "nothing the check's frames held is kept with its verdict"
 
 
@@ -550,10 +666,20 @@ def test_call_student_shows_keyword_arguments_and_other_types():
     def window_sum(image, kernel, bias, row, col):
         raise RuntimeError("shape mismatch")
 
-    actual = failure_message(call_student, "window_sum", window_sum, torch.zeros(5, 5), [[1, 0]],
-                             bias=0.5, row=1, col=None)
-    expected = ("`window_sum(<tensor (5, 5) float32>, <list>, bias=0.5, row=1, col=None)` raised "
-                "RuntimeError: shape mismatch")
+    actual = failure_message(
+        call_student,
+        "window_sum",
+        window_sum,
+        torch.zeros(5, 5),
+        [[1, 0]],
+        bias=0.5,
+        row=1,
+        col=None,
+    )
+    expected = (
+        "`window_sum(<tensor (5, 5) float32>, <list>, bias=0.5, row=1, col=None)` raised "
+        "RuntimeError: shape mismatch"
+    )
     assert actual == expected, f"expected {expected!r}, got {actual!r}"
 
 
@@ -576,26 +702,32 @@ def test_call_student_lets_a_check_failure_through_unchanged():
         raise CheckFailure("inner message")
 
     actual = failure_message(call_student, "f", nested)
-    assert actual == "inner message", f"a CheckFailure from inside should pass through unchanged, got {actual!r}"
+    assert actual == "inner message", (
+        f"a CheckFailure from inside should pass through unchanged, got {actual!r}"
+    )
 
 
 def test_call_student_rejects_a_non_function():
     actual = failure_message(call_student, "slide", 3)
     expected = "`slide` should be a function, but it is a"
-    assert actual.startswith(expected) and actual.endswith("int."), \
+    assert actual.startswith(expected) and actual.endswith("int."), (
         f"expected {expected!r} ... 'int.', got {actual!r}"
+    )
 
 
 # ---------------------------------------------------------------- figures.grid_cells
 
 
-@pytest.mark.parametrize("layout, expected_shape", [
-    ("subplots_4x4", (4, 4)),
-    ("subplots_with_colour_bars", (4, 4)),
-    ("add_axes_4x4", (4, 4)),
-    ("row_of_16", (1, 16)),
-    ("one_place", (1, 1)),
-])
+@pytest.mark.parametrize(
+    "layout, expected_shape",
+    [
+        ("subplots_4x4", (4, 4)),
+        ("subplots_with_colour_bars", (4, 4)),
+        ("add_axes_4x4", (4, 4)),
+        ("row_of_16", (1, 16)),
+        ("one_place", (1, 1)),
+    ],
+)
 def test_grid_cells_reads_rows_and_columns_from_where_the_axes_are_drawn(layout, expected_shape):
     import matplotlib.pyplot as plt
 
@@ -608,7 +740,10 @@ def test_grid_cells_reads_rows_and_columns_from_where_the_axes_are_drawn(layout,
             for ax in axes:
                 fig.colorbar(ax.imshow(np.zeros((28, 28))), ax=ax)
     elif layout == "add_axes_4x4":  # made down the columns, drawn in four rows of four
-        axes = [fig.add_axes((0.05 + 0.23 * (k // 4), 0.74 - 0.23 * (k % 4), 0.2, 0.2)) for k in range(16)]
+        axes = [
+            fig.add_axes((0.05 + 0.23 * (k // 4), 0.74 - 0.23 * (k % 4), 0.2, 0.2))
+            for k in range(16)
+        ]
     elif layout == "row_of_16":
         axes = list(fig.subplots(1, 16).flat)
     else:
@@ -617,9 +752,12 @@ def test_grid_cells_reads_rows_and_columns_from_where_the_axes_are_drawn(layout,
         rows, columns, cells = figures.grid_cells(axes)
     finally:
         plt.close(fig)
-    assert (rows, columns) == expected_shape, f"{layout}: read as {rows} by {columns}, expected {expected_shape}"
+    assert (rows, columns) == expected_shape, (
+        f"{layout}: read as {rows} by {columns}, expected {expected_shape}"
+    )
     if layout == "add_axes_4x4":
-        expected_cells = [(k % 4, k // 4) for k in range(16)]  # the k-th Axes: row k % 4 from the top
+        # the k-th Axes: row k % 4 from the top
+        expected_cells = [(k % 4, k // 4) for k in range(16)]
     elif layout == "one_place":
         expected_cells = [(0, 0)] * 16
     else:
@@ -652,12 +790,17 @@ def test_drawn_mismatch_is_zero_for_a_plain_image_and_sees_later_changes_outside
     fig, ax, image = _gradient_image()
     try:
         before = figures.drawn_mismatch(image)
-        ax.set_agg_filter(lambda pixels, dpi: (np.ones_like(pixels), 0, 0))  # the whole Axes drawn white
+        # the whole Axes drawn white
+        ax.set_agg_filter(lambda pixels, dpi: (np.ones_like(pixels), 0, 0))
         after = figures.drawn_mismatch(image)
     finally:
         plt.close(fig)
-    assert before == 0.0, f"an image drawn by imshow alone shows every cell in its own colour: {before}"
-    assert after > 0.9, f"an Axes filtered white hides (nearly) every cell of a viridis gradient: {after}"
+    assert before == 0.0, (
+        f"an image drawn by imshow alone shows every cell in its own colour: {before}"
+    )
+    assert after > 0.9, (
+        f"an Axes filtered white hides (nearly) every cell of a viridis gradient: {after}"
+    )
 
 
 def _beside_an_image(kind: str):
@@ -675,15 +818,21 @@ def _beside_an_image(kind: str):
         right.boxplot([[1.0, 2.0, 3.0, 4.0]])  # no outliers: its fliers line holds no points
     elif kind == "annotation":
         right.plot([0, 1], [0, 1])
-        right.annotate("peak", xy=(0.5, 0.5), xytext=(10, 10), textcoords="offset points",
-                       arrowprops=dict(arrowstyle="->"))
+        right.annotate(
+            "peak",
+            xy=(0.5, 0.5),
+            xytext=(10, 10),
+            textcoords="offset points",
+            arrowprops=dict(arrowstyle="->"),
+        )
     return fig, image
 
 
 @pytest.mark.parametrize("kind", ["scatter", "quiver", "boxplot", "annotation"])
 def test_honest_plots_beside_an_image_are_not_placed_in_pixels(kind):
-    """A twenty-fourth hostile review: a scatter's or a quiver's markers (paths drawn around each offset) and a
-    box plot's empty fliers line counted as placed in screen pixels, which failed every image of the figure."""
+    """A twenty-fourth hostile review: a scatter's or a quiver's markers (paths drawn around each
+    offset) and a box plot's empty fliers line counted as placed in screen pixels, which failed
+    every image of the figure."""
     import matplotlib.pyplot as plt
 
     from autograder import figures
@@ -693,12 +842,15 @@ def test_honest_plots_beside_an_image_are_not_placed_in_pixels(kind):
         actual = (figures.pixel_placed(image), figures.drawn_mismatch(image))
     finally:
         plt.close(fig)
-    assert actual == (0, 0.0), f"an honest {kind} beside an image moves nothing and hides nothing: {actual}"
+    assert actual == (0, 0.0), (
+        f"an honest {kind} beside an image moves nothing and hides nothing: {actual}"
+    )
 
 
 def test_text_that_wraps_is_refused_on_the_figure():
-    """A twenty-fourth hostile review: white block characters in a fig.text with wrap=True, one line a row
-    above the images on the full canvas, wrapped anew and run down over them on the cropped one."""
+    """A twenty-fourth hostile review: white block characters in a fig.text with wrap=True, one line
+    a row above the images on the full canvas, wrapped anew and run down over them on the cropped
+    one."""
     import matplotlib.pyplot as plt
 
     from autograder import figures
@@ -709,8 +861,9 @@ def test_text_that_wraps_is_refused_on_the_figure():
         actual = figures.figure_problems(fig)
     finally:
         plt.close(fig)
-    assert actual == ["has text that wraps (wrap=True) on it, which can cover its Axes"], \
+    assert actual == ["has text that wraps (wrap=True) on it, which can cover its Axes"], (
         f"a wrapped text on the figure is named: {actual}"
+    )
 
 
 def test_drawn_mismatch_draws_each_figure_once_inside_a_block(monkeypatch):
@@ -731,7 +884,9 @@ def test_drawn_mismatch_draws_each_figure_once_inside_a_block(monkeypatch):
     finally:
         plt.close(fig)
     assert actual == (0.0, 0.0), f"both images show their values: {actual}"
-    assert len(draws) == 2, f"one draw for the block's two images, one for the call after it: {len(draws)}"
+    assert len(draws) == 2, (
+        f"one draw for the block's two images, one for the call after it: {len(draws)}"
+    )
 
 
 def test_figure_and_axes_problems_are_read_once_per_figure_inside_a_block(monkeypatch):
@@ -748,17 +903,30 @@ def test_figure_and_axes_problems_are_read_once_per_figure_inside_a_block(monkey
     try:
         with figures.one_draw_per_figure():
             inside = [figures.figure_problems(fig), figures.figure_problems(fig)]
-            axes = [figures.axes_problems(other), figures.axes_problems(other), figures.axes_problems(ax)]
+            axes = [
+                figures.axes_problems(other),
+                figures.axes_problems(other),
+                figures.axes_problems(ax),
+            ]
             inside[0].append("changed by the caller")
-        fig.text(0.1, 0.99, "long words " * 40, wrap=True, va="top")  # changed after the block: read anew
+        # changed after the block: read anew
+        fig.text(0.1, 0.99, "long words " * 40, wrap=True, va="top")
         after = figures.figure_problems(fig)
     finally:
         plt.close(fig)
-    assert inside[1] == [], f"the figure has no problem, and a caller's change to a list is its own: {inside}"
-    assert axes[0] == axes[1] == ["is drawn on a non-linear axis scale (set_xscale or set_yscale): keep the linear "
-                                  "one"] and axes[2] == [], f"each Axes' own problems: {axes}"
+    assert inside[1] == [], (
+        f"the figure has no problem, and a caller's change to a list is its own: {inside}"
+    )
+    assert (
+        axes[0]
+        == axes[1]
+        == ["is drawn on a non-linear axis scale (set_xscale or set_yscale): keep the linear one"]
+        and axes[2] == []
+    ), f"each Axes' own problems: {axes}"
     assert after == ["has text that wraps (wrap=True) on it, which can cover its Axes"], after
-    assert len(measured) == 2, f"one measure of the figure in the block, one for the call after it: {len(measured)}"
+    assert len(measured) == 2, (
+        f"one measure of the figure in the block, one for the call after it: {len(measured)}"
+    )
 
 
 def test_drawn_mismatch_leaves_the_figure_as_it_was():

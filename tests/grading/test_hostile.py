@@ -60,9 +60,19 @@ JOBS = 2
 REGRADED = ("solution", "segfault")
 #: Graded first, so the long ones do not end up alone at the end of the batch
 #: (and so that ``peek_other_gradings`` runs while ``slow_calls_deadline`` does).
-SLOW_FIRST = ("slow_calls_deadline", "peek_other_gradings", "loop_ignoring_interrupt", "call_timeout",
-              "infinite_loop_middle", "exits", "child_memory_escape", "memory_bomb", "segfault", "huge_tensor",
-              "forged_channel")
+SLOW_FIRST = (
+    "slow_calls_deadline",
+    "peek_other_gradings",
+    "loop_ignoring_interrupt",
+    "call_timeout",
+    "infinite_loop_middle",
+    "exits",
+    "child_memory_escape",
+    "memory_bomb",
+    "segfault",
+    "huge_tensor",
+    "forged_channel",
+)
 SHARED_CACHE = Path("/var/cache/vision-autograder")
 AUTOGRADER_RESULTS = Path("/autograder/results/results.json")
 
@@ -80,7 +90,9 @@ def _init_worker() -> None:
     os.environ.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", MPLBACKEND="Agg")
 
 
-def _grade(autograder_zip: str, submission: str, results_path: str, limits: dict) -> tuple[dict, float]:
+def _grade(
+    autograder_zip: str, submission: str, results_path: str, limits: dict
+) -> tuple[dict, float]:
     """In a pool worker: the judge on one submission. Returns ``(results, seconds)``."""
     import torch
 
@@ -88,17 +100,26 @@ def _grade(autograder_zip: str, submission: str, results_path: str, limits: dict
 
     torch.set_num_threads(1)
     started = time.monotonic()
-    results = grade_submission(Path(autograder_zip), Path(submission), Path(results_path), Limits(**limits))
+    results = grade_submission(
+        Path(autograder_zip), Path(submission), Path(results_path), Limits(**limits)
+    )
     return results, time.monotonic() - started
 
 
-def grade_batch(autograder_zip: Path, jobs: list[tuple[str, Path, Path, dict]]) -> dict[str, tuple[dict | None, float, str | None]]:
-    """Grade ``(label, submission, results_path, limits)`` jobs two at a time: ``{label: (results, seconds, error)}``."""
+def grade_batch(
+    autograder_zip: Path, jobs: list[tuple[str, Path, Path, dict]]
+) -> dict[str, tuple[dict | None, float, str | None]]:
+    """Grade ``(label, submission, results_path, limits)`` jobs two at a time: ``{label: (results,
+    seconds, error)}``."""
     out = {}
     context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=JOBS, mp_context=context, initializer=_init_worker) as pool:
-        futures = {label: pool.submit(_grade, str(autograder_zip), str(sub), str(path), limits)
-                   for label, sub, path, limits in jobs}
+    with ProcessPoolExecutor(
+        max_workers=JOBS, mp_context=context, initializer=_init_worker
+    ) as pool:
+        futures = {
+            label: pool.submit(_grade, str(autograder_zip), str(sub), str(path), limits)
+            for label, sub, path, limits in jobs
+        }
         for label, future in futures.items():
             try:
                 results, seconds = future.result()
@@ -111,7 +132,11 @@ def grade_batch(autograder_zip: Path, jobs: list[tuple[str, Path, Path, dict]]) 
 def _cache_fingerprint() -> dict[str, str]:
     if not SHARED_CACHE.is_dir():
         return {}
-    return {str(p): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(SHARED_CACHE.rglob("*")) if p.is_file()}
+    return {
+        str(p): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(SHARED_CACHE.rglob("*"))
+        if p.is_file()
+    }
 
 
 def _daemons() -> list[int]:
@@ -145,8 +170,12 @@ class Batch:
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
     root = tmp_path_factory.mktemp("hostile-build")
-    return build_assignment("where_mlps_fail", run_tests=False, build_root=root / "build",
-                            student_root=root / "student_template")
+    return build_assignment(
+        "where_mlps_fail",
+        run_tests=False,
+        build_root=root / "build",
+        student_root=root / "student_template",
+    )
 
 
 @pytest.fixture(scope="module")
@@ -167,17 +196,23 @@ def batch(built, sources, tmp_path_factory) -> Batch:
     for hostile in _selected():
         submissions[hostile.name] = hostile.build(sources, work / "submissions" / hostile.name)
         limits[hostile.name] = {**LIMITS, **hostile.limits}
-    order = sorted(submissions, key=lambda n: SLOW_FIRST.index(n) if n in SLOW_FIRST else len(SLOW_FIRST))
+    order = sorted(
+        submissions, key=lambda n: SLOW_FIRST.index(n) if n in SLOW_FIRST else len(SLOW_FIRST)
+    )
     for run in (2, 3):  # for the determinism test, in the same pool (no second start-up)
         for name in REGRADED:
             submissions[f"{name}#{run}"], limits[f"{name}#{run}"] = submissions[name], limits[name]
             order.append(f"{name}#{run}")
-    paths = {name: work / "graded" / name.replace("#", "-run") / "results.json" for name in submissions}
+    paths = {
+        name: work / "graded" / name.replace("#", "-run") / "results.json" for name in submissions
+    }
     Path(REDUCE_MARKER).unlink(missing_ok=True)
     autograder_results_existed = AUTOGRADER_RESULTS.exists()
     cache_before = _cache_fingerprint()
     started = time.monotonic()
-    graded = grade_batch(built.autograder_zip, [(n, submissions[n], paths[n], limits[n]) for n in order])
+    graded = grade_batch(
+        built.autograder_zip, [(n, submissions[n], paths[n], limits[n]) for n in order]
+    )
     wall = time.monotonic() - started
     daemons = _daemons()
     for pid in daemons:  # never leave them running, whatever the test says
@@ -188,10 +223,19 @@ def batch(built, sources, tmp_path_factory) -> Batch:
     timing = "\n".join(f"  {n:<26} {graded[n][1]:6.1f} s" for n in order)
     (work / "timing.txt").write_text(f"wall {wall:.1f} s\n{timing}\n")
     print(f"\nhostile batch: {len(order)} submissions in {wall:.1f} s (jobs={JOBS})\n{timing}")
-    return Batch(results={n: graded[n][0] for n in order}, errors={n: graded[n][2] for n in order}, paths=paths,
-                 seconds={n: graded[n][1] for n in order}, submissions=submissions, autograder_zip=built.autograder_zip,
-                 daemons_after=daemons, cache_before=cache_before, cache_after=_cache_fingerprint(),
-                 autograder_results_existed=autograder_results_existed, wall_seconds=wall)
+    return Batch(
+        results={n: graded[n][0] for n in order},
+        errors={n: graded[n][2] for n in order},
+        paths=paths,
+        seconds={n: graded[n][1] for n in order},
+        submissions=submissions,
+        autograder_zip=built.autograder_zip,
+        daemons_after=daemons,
+        cache_before=cache_before,
+        cache_after=_cache_fingerprint(),
+        autograder_results_existed=autograder_results_existed,
+        wall_seconds=wall,
+    )
 
 
 def _results(batch: Batch, name: str) -> dict:
@@ -206,7 +250,9 @@ def _param(hostile: Hostile):
     if hostile.needs_root and not SANDBOXED:
         marks.append(pytest.mark.skip(reason="needs grading as root with a working sandbox user"))
     if hostile.known_hole:
-        marks.append(pytest.mark.xfail(strict=True, reason=f"known hole, not fixed: {hostile.known_hole}"))
+        marks.append(
+            pytest.mark.xfail(strict=True, reason=f"known hole, not fixed: {hostile.known_hole}")
+        )
     return pytest.param(hostile, marks=marks, id=hostile.name)
 
 
@@ -216,10 +262,15 @@ CASES = [_param(h) for h in HOSTILE]
 def _test_output(results: dict, name: str) -> str:
     if name == "output":
         return str(results.get("output", ""))
-    return "\n".join(str(t.get("output", "")) for t in results.get("tests", []) if str(t.get("name")).split(" - ")[0] == name)
+    return "\n".join(
+        str(t.get("output", ""))
+        for t in results.get("tests", [])
+        if str(t.get("name")).split(" - ")[0] == name
+    )
 
 
 # ------------------------------------------------------------------- scores
+
 
 def test_solution_control_scores_full_marks(batch):
     results = _results(batch, "solution")
@@ -231,17 +282,27 @@ def test_hostile_submission_gets_exactly_its_score(batch, hostile):
     results = _results(batch, hostile.name)
     expected = hostile.expected
     if not expected.graded:
-        assert results["tests"] == [], f"{hostile.why}: should not be graded, got {question_scores(results)}"
-        assert results["output"].startswith("This submission could not be graded: "), results["output"]
-        assert expected.reason in results["output"], f"expected {expected.reason!r} in {results['output']!r}"
+        assert results["tests"] == [], (
+            f"{hostile.why}: should not be graded, got {question_scores(results)}"
+        )
+        assert results["output"].startswith("This submission could not be graded: "), results[
+            "output"
+        ]
+        assert expected.reason in results["output"], (
+            f"expected {expected.reason!r} in {results['output']!r}"
+        )
         return
     actual = question_scores(results)
     wrong = {q: actual.get(q) for q, s in expected.scores().items() if actual.get(q) != s}
-    assert actual == expected.scores(), (f"{hostile.name} ({hostile.why}): expected {expected}; these differ "
-                                         f"(got score, max): {wrong}\noutput: {results.get('output')}")
+    assert actual == expected.scores(), (
+        f"{hostile.name} ({hostile.why}): expected {expected}; these differ "
+        f"(got score, max): {wrong}\noutput: {results.get('output')}"
+    )
     for where, part in hostile.messages.items():
         shown = _test_output(results, where)
-        assert part in shown, f"{hostile.name}: expected {part!r} in the {where} message, got {shown[:2000]!r}"
+        assert part in shown, (
+            f"{hostile.name}: expected {part!r} in the {where} message, got {shown[:2000]!r}"
+        )
 
 
 @pytest.mark.parametrize("hostile", CASES)
@@ -249,8 +310,11 @@ def test_no_hostile_submission_scores_above_its_honest_work(batch, hostile):
     """Per question, never more than the honest content earns (a sharper form of the exact test)."""
     results = _results(batch, hostile.name)
     expected = hostile.expected.scores() if hostile.expected.graded else {}
-    above = {q: (s, expected.get(q, (0.0, 0.0))[0]) for q, (s, _) in question_scores(results).items()
-             if s > expected.get(q, (0.0, 0.0))[0]}
+    above = {
+        q: (s, expected.get(q, (0.0, 0.0))[0])
+        for q, (s, _) in question_scores(results).items()
+        if s > expected.get(q, (0.0, 0.0))[0]
+    }
     assert not above, f"{hostile.name} scored above its honest work (got, allowed): {above}"
 
 
@@ -266,26 +330,34 @@ def test_every_submission_has_a_valid_results_file_written_by_the_judge(batch, n
 
 # ------------------------------------------------------------- side effects
 
+
 def test_fake_results_do_not_replace_the_judges(batch):
     results = json.loads(batch.paths["fake_results_wrong"].read_text())
-    assert question_scores(results)["q2_5"] == (0.0, 1.0), "the judge's results file was replaced by the fake one"
+    assert question_scores(results)["q2_5"] == (0.0, 1.0), (
+        "the judge's results file was replaced by the fake one"
+    )
     if not batch.autograder_results_existed:
         assert not AUTOGRADER_RESULTS.exists(), f"the student process created {AUTOGRADER_RESULTS}"
 
 
 def test_no_student_process_outlives_its_grading(batch):
-    assert not batch.daemons_after, (f"processes started by a submission were still running after grading: "
-                                     f"{batch.daemons_after} (killed now)")
+    assert not batch.daemons_after, (
+        f"processes started by a submission were still running after grading: "
+        f"{batch.daemons_after} (killed now)"
+    )
 
 
 @pytest.mark.skipif(not SANDBOXED, reason="needs grading as root with a working sandbox user")
 def test_shared_data_cache_is_untouched(batch):
-    """No submission wrote, replaced or deleted a file of the cache the judge's references are computed from.
+    """No submission wrote, replaced or deleted a file of the cache the judge's references are
+    computed from.
 
     (Files the cache gains during the batch are allowed: other gradings on the
     machine fill it too, as root.)
     """
-    assert not (SHARED_CACHE / CACHE_PROBE).exists(), "a submission wrote into the shared data cache"
+    assert not (SHARED_CACHE / CACHE_PROBE).exists(), (
+        "a submission wrote into the shared data cache"
+    )
     changed = {p for p, digest in batch.cache_before.items() if batch.cache_after.get(p) != digest}
     assert not changed, f"cache files changed or deleted during grading: {sorted(changed)}"
     foreign = [str(p) for p in SHARED_CACHE.rglob("*") if p.lstat().st_uid != 0]
@@ -296,10 +368,13 @@ def test_not_graded_submissions_are_reported_quickly(batch):
     """A file that is not a gradable notebook is turned away before any student code runs."""
     for hostile in HOSTILE:
         if not hostile.expected.graded:
-            assert batch.seconds[hostile.name] < 15, f"{hostile.name} took {batch.seconds[hostile.name]:.0f} s"
+            assert batch.seconds[hostile.name] < 15, (
+                f"{hostile.name} took {batch.seconds[hostile.name]:.0f} s"
+            )
 
 
 # ------------------------------------------------------------- determinism
+
 
 def _comparable(results: dict) -> dict:
     """The results without timing fields."""
@@ -308,7 +383,8 @@ def _comparable(results: dict) -> dict:
 
 @pytest.mark.parametrize("name", REGRADED)
 def test_grading_is_deterministic(batch, name):
-    """Graded three times (in the batch, at different moments and on either worker): same scores and messages."""
+    """Graded three times (in the batch, at different moments and on either worker): same scores and
+    messages."""
     first = _comparable(_results(batch, name))
     for run in (2, 3):
         again = _comparable(_results(batch, f"{name}#{run}"))
@@ -316,6 +392,9 @@ def test_grading_is_deterministic(batch, name):
 
 
 def test_student_pickles_never_run_in_the_judge(batch):
-    """forged_channel sends a pickle whose __reduce__ would run a command as the judge: it must not run."""
+    """forged_channel sends a pickle whose __reduce__ would run a command as the judge: it must not
+    run."""
     _results(batch, "forged_channel")
-    assert not Path(REDUCE_MARKER).exists(), f"the judge ran the student's pickle: {REDUCE_MARKER} exists"
+    assert not Path(REDUCE_MARKER).exists(), (
+        f"the judge ran the student's pickle: {REDUCE_MARKER} exists"
+    )

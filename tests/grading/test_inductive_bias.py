@@ -51,8 +51,9 @@ def test_blank_student_notebook_scores_zero_without_crashing(graded):
 
 @pytest.mark.parametrize("variant", WRONG, ids=lambda v: v.name)
 def test_wrong_submission_loses_exactly_its_question(graded, variant):
-    common.assert_loses_exactly(graded[variant.name], EXPECTED_POINTS, (variant.loses,) + variant.also_loses,
-                                variant.why)
+    common.assert_loses_exactly(
+        graded[variant.name], EXPECTED_POINTS, (variant.loses,) + variant.also_loses, variant.why
+    )
 
 
 @pytest.mark.parametrize("variant", ALTERNATIVE, ids=lambda v: v.name)
@@ -68,12 +69,15 @@ def test_a_wrong_sigma_costs_q7_only(graded, variant, losing):
 
 @pytest.mark.parametrize("variant, losing", HOSTILE, ids=lambda v: getattr(v, "name", ""))
 def test_hostile_submission_gains_nothing(graded, variant, losing):
-    """A rel_err honest in q6 and made up later (q8 keeps q6's verdict: the reference's), or made up from the
-    start (it failed q6, and errors are not carried forward through a function: the curves are the reference's)."""
+    """A rel_err honest in q6 and made up later (q8 keeps q6's verdict: the reference's), or made up
+    from the start (it failed q6, and errors are not carried forward through a function: the curves
+    are the reference's)."""
     common.assert_loses_exactly(graded[variant.name], EXPECTED_POINTS, losing, variant.why)
-    expected_reason = {"stateful_rel_err": "your functions give the right cells",
-                       "made_up_rel_err": "Your `rel_err` failed its own question, and errors are not carried "
-                                          "forward"}[variant.name]
+    expected_reason = {
+        "stateful_rel_err": "your functions give the right cells",
+        "made_up_rel_err": "Your `rel_err` failed its own question, and errors are not carried "
+        "forward",
+    }[variant.name]
     q8 = common.test_output(graded[variant.name], "q8")
     assert expected_reason in q8, q8
 

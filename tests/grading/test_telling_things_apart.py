@@ -59,13 +59,21 @@ def built(tmp_path_factory, answers_folder):
 @pytest.fixture(scope="module")
 def graded(built, readable_mnist, tmp_path_factory, answers_folder):
     """Every submission of this module graded once: ``{label: GradeResult}``."""
-    return common.grade_catalogue(built, WRONG + ALTERNATIVE + [v for v, _ in CARRIED_FORWARD], tmp_path_factory,
-                                  answers_folder)
+    return common.grade_catalogue(
+        built,
+        WRONG + ALTERNATIVE + [v for v, _ in CARRIED_FORWARD],
+        tmp_path_factory,
+        answers_folder,
+    )
 
 
 def test_catalogue_is_large_enough():
-    assert len(WRONG) >= 8 and len(ALTERNATIVE) >= 4, "issue 7 asks for 8 mistakes and 4 alternatives at least"
-    assert {v.loses for v in WRONG} <= set(EXPECTED_POINTS), "a mistake names a question the notebook does not have"
+    assert len(WRONG) >= 8 and len(ALTERNATIVE) >= 4, (
+        "issue 7 asks for 8 mistakes and 4 alternatives at least"
+    )
+    assert {v.loses for v in WRONG} <= set(EXPECTED_POINTS), (
+        "a mistake names a question the notebook does not have"
+    )
 
 
 def test_solution_scores_full_marks(graded):
@@ -82,8 +90,9 @@ def test_blank_student_notebook_scores_zero_without_crashing(graded):
 
 @pytest.mark.parametrize("variant", WRONG, ids=lambda v: v.name)
 def test_wrong_submission_loses_exactly_its_question(graded, variant):
-    common.assert_loses_exactly(graded[variant.name], EXPECTED_POINTS, (variant.loses,) + variant.also_loses,
-                                variant.why)
+    common.assert_loses_exactly(
+        graded[variant.name], EXPECTED_POINTS, (variant.loses,) + variant.also_loses, variant.why
+    )
 
 
 @pytest.mark.parametrize("variant", ALTERNATIVE, ids=lambda v: v.name)
@@ -93,7 +102,8 @@ def test_alternative_correct_submission_scores_full_marks(graded, variant):
 
 @pytest.mark.parametrize("variant, losing", CARRIED_FORWARD, ids=lambda v: getattr(v, "name", ""))
 def test_a_network_trained_otherwise_costs_q4_only(graded, variant, losing):
-    """q5 to q8 are graded on the student's own network when it is sensible (errors carried forward)."""
+    """q5 to q8 are graded on the student's own network when it is sensible (errors carried
+    forward)."""
     common.assert_loses_exactly(graded[variant.name], EXPECTED_POINTS, losing, variant.why)
 
 
@@ -113,6 +123,7 @@ def test_committed_student_version_is_up_to_date(built, repo):
 
 
 def test_sandbox_can_read_the_digits(readable_mnist):
-    """The copy the sandbox user reads is world-readable all the way down (see the module fixture)."""
+    """The copy the sandbox user reads is world-readable all the way down (see the module
+    fixture)."""
     assert os.stat(readable_mnist).st_mode & 0o004
     assert os.stat(readable_mnist.parent).st_mode & 0o001

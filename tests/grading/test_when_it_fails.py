@@ -31,7 +31,12 @@ import pytest
 
 from autograder.grade import GradeResult, grade_many
 
-from tests.fixtures.when_it_fails.catalogue import ALTERNATIVE, CARRIED_FORWARD, SPECIAL_CASED, WRONG
+from tests.fixtures.when_it_fails.catalogue import (
+    ALTERNATIVE,
+    CARRIED_FORWARD,
+    SPECIAL_CASED,
+    WRONG,
+)
 from tests.grading import common
 
 pytestmark = pytest.mark.grading
@@ -40,8 +45,20 @@ NAME = "when_it_fails"
 
 #: The points of every autograded question, as the master notebook sets them
 #: (q13-q15, 6 points, are pencil questions graded by hand).
-EXPECTED_POINTS = {"q1": 2, "q2": 3, "q3": 3, "q4": 2, "q5": 2, "q6": 2, "q7": 3, "q8": 2, "q9": 2, "q10": 3,
-                   "q11": 2, "q12": 1}
+EXPECTED_POINTS = {
+    "q1": 2,
+    "q2": 3,
+    "q3": 3,
+    "q4": 2,
+    "q5": 2,
+    "q6": 2,
+    "q7": 3,
+    "q8": 2,
+    "q9": 2,
+    "q10": 3,
+    "q11": 2,
+    "q12": 1,
+}
 
 
 @pytest.fixture(scope="module")
@@ -56,8 +73,8 @@ def graded(built, tmp_path_factory, answers_folder):
     return common.grade_catalogue(built, variants, tmp_path_factory, answers_folder)
 
 
-#: Busy processes beside the loaded grading: twice the core count (a load of about 6 on 2 cores lost honest
-#: notebooks 2 and 6 points when the limits counted wall-clock seconds).
+#: Busy processes beside the loaded grading: twice the core count (a load of about 6 on 2 cores lost
+#: honest notebooks 2 and 6 points when the limits counted wall-clock seconds).
 BUSY = 2 * (os.cpu_count() or 1)
 
 
@@ -78,15 +95,26 @@ def loaded(built, tmp_path_factory, answers_folder) -> GradeResult:
     """The solution graded alone while :data:`BUSY` busy processes hold the CPU."""
     work = tmp_path_factory.mktemp("loaded")
     with busy_cores(BUSY):
-        [result] = grade_many(built.autograder_zip, [built.solution], work / "graded", progress=False,
-                              answers_dir=answers_folder)
+        [result] = grade_many(
+            built.autograder_zip,
+            [built.solution],
+            work / "graded",
+            progress=False,
+            answers_dir=answers_folder,
+        )
     return result
 
 
-def test_the_solution_graded_while_busy_processes_hold_the_cpu_shows_what_it_shows_idle(graded, loaded):
+def test_the_solution_graded_while_busy_processes_hold_the_cpu_shows_what_it_shows_idle(
+    graded, loaded
+):
     assert loaded.error is None, loaded.error
-    assert loaded.scores == common.expected_scores(EXPECTED_POINTS), f"under load the solution lost {loaded.scores}"
-    assert common.shown(loaded) == common.shown(graded["solution"]), "the loaded grading differs from the idle one"
+    assert loaded.scores == common.expected_scores(EXPECTED_POINTS), (
+        f"under load the solution lost {loaded.scores}"
+    )
+    assert common.shown(loaded) == common.shown(graded["solution"]), (
+        "the loaded grading differs from the idle one"
+    )
 
 
 def test_solution_scores_full_marks(graded):
@@ -104,17 +132,26 @@ def test_blank_student_notebook_scores_zero_without_crashing(graded):
 def test_catalogue_is_large_enough_and_covers_the_issues_mistakes():
     assert len(WRONG) >= 8 and len(ALTERNATIVE) >= 4
     names = {v.name for v in WRONG}
-    # the issue's examples: roll for the black-filled shift, the permutation on fit but not validation images,
-    # the transpose of the right weight, the parameter count without biases, the sealed test on the validation set
-    assert {"roll_for_shift", "permutation_on_fit_only", "transposed_weight", "params_without_biases",
-            "sealed_test_on_validation"} <= names
-    assert {v.loses for v in WRONG} == set(EXPECTED_POINTS), "every question has a mistake that loses it"
+    # the issue's examples: roll for the black-filled shift, the permutation on fit but not
+    # validation images, the transpose of the right weight, the parameter count without biases, the
+    # sealed test on the validation set
+    assert {
+        "roll_for_shift",
+        "permutation_on_fit_only",
+        "transposed_weight",
+        "params_without_biases",
+        "sealed_test_on_validation",
+    } <= names
+    assert {v.loses for v in WRONG} == set(EXPECTED_POINTS), (
+        "every question has a mistake that loses it"
+    )
 
 
 @pytest.mark.parametrize("variant", WRONG, ids=lambda v: v.name)
 def test_wrong_submission_loses_exactly_its_question(graded, variant):
-    common.assert_loses_exactly(graded[variant.name], EXPECTED_POINTS, (variant.loses,) + variant.also_loses,
-                                variant.why)
+    common.assert_loses_exactly(
+        graded[variant.name], EXPECTED_POINTS, (variant.loses,) + variant.also_loses, variant.why
+    )
 
 
 @pytest.mark.parametrize("variant", ALTERNATIVE, ids=lambda v: v.name)
@@ -124,28 +161,37 @@ def test_alternative_correct_submission_scores_full_marks(graded, variant):
 
 @pytest.mark.parametrize("variant, losing", CARRIED_FORWARD, ids=lambda v: getattr(v, "name", ""))
 def test_a_broken_train_mlp_does_not_excuse_later_models(graded, variant, losing):
-    """With train_mlp broken, a later model that is not what train_mlp trains still loses its question; a wrong
-    shift_accs or val_acc costs its own question, the summaries computed from it being graded on it."""
+    """With train_mlp broken, a later model that is not what train_mlp trains still loses its
+    question; a wrong shift_accs or val_acc costs its own question, the summaries computed from it
+    being graded on it."""
     common.assert_loses_exactly(graded[variant.name], EXPECTED_POINTS, losing, variant.why)
 
 
 @pytest.mark.parametrize("variant, losing", SPECIAL_CASED, ids=lambda v: getattr(v, "name", ""))
 def test_a_student_function_special_cased_for_the_judge_gains_nothing(graded, variant, losing):
-    """train_mlp returning a table of its labels for q11's arguments only (the judge scores net_memo's weights),
-    or `net` with its columns moved for q4's (not a retraining), or training only for the default call (later
-    networks meet the recipe's bands: errors in train_mlp are not carried forward); functions that swap `net`
-    while the judge calls them (the judge reads every name once, first); a net trained apart from a train_mlp
-    that does not learn, or one that kills the process when the judge reads it."""
+    """train_mlp returning a table of its labels for q11's arguments only (the judge scores
+    net_memo's weights), or `net` with its columns moved for q4's (not a retraining), or training
+    only for the default call (later networks meet the recipe's bands: errors in train_mlp are not
+    carried forward); functions that swap `net` while the judge calls them (the judge reads every
+    name once, first); a net trained apart from a train_mlp that does not learn, or one that kills
+    the process when the judge reads it."""
     common.assert_loses_exactly(graded[variant.name], EXPECTED_POINTS, losing, variant.why)
     not_carried = "graded against the recipe's results, not carried forward"
-    expected_reason = {"memo_train_mlp_returns_a_table_function": ("q11", "`net_memo` should be a PyTorch network"),
-                       "memo_train_mlp_returns_a_table_network": ("q11", "`memo_train_acc` is not the accuracy"),
-                       "stateful_net_swap": ("q11", not_carried),
-                       "net_trained_apart": ("q2", "`net` is not the network `train_mlp` trains"),
-                       "net_crashes_at_the_gate": ("q11", not_carried),
-                       "moved_columns_for_the_shuffle": ("q4", "`net_shuffled` is `net` with its first weight's "
-                                                               "columns moved"),
-                       "trains_only_for_the_default_call": ("q11", not_carried)}
+    expected_reason = {
+        "memo_train_mlp_returns_a_table_function": (
+            "q11",
+            "`net_memo` should be a PyTorch network",
+        ),
+        "memo_train_mlp_returns_a_table_network": ("q11", "`memo_train_acc` is not the accuracy"),
+        "stateful_net_swap": ("q11", not_carried),
+        "net_trained_apart": ("q2", "`net` is not the network `train_mlp` trains"),
+        "net_crashes_at_the_gate": ("q11", not_carried),
+        "moved_columns_for_the_shuffle": (
+            "q4",
+            "`net_shuffled` is `net` with its first weight's columns moved",
+        ),
+        "trains_only_for_the_default_call": ("q11", not_carried),
+    }
     question, reason = expected_reason[variant.name]
     output = common.test_output(graded[variant.name], question)
     assert reason in output, output

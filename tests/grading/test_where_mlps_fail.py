@@ -30,9 +30,14 @@ EXPECTED_POINTS = {
 @pytest.fixture(scope="module")
 def graded(built_where_mlps_fail, tmp_path_factory, answers_folder, repo):
     """Every submission of this module graded once: ``{label: GradeResult}``."""
-    examples = {example: repo / "assignments" / NAME / "examples" / f"{example}.ipynb" for example in EXAMPLES}
+    examples = {
+        example: repo / "assignments" / NAME / "examples" / f"{example}.ipynb"
+        for example in EXAMPLES
+    }
     variants = WRONG + ALTERNATIVE + [v for v, _ in CARRIED_FORWARD]
-    return common.grade_catalogue(built_where_mlps_fail, variants, tmp_path_factory, answers_folder, extra=examples)
+    return common.grade_catalogue(
+        built_where_mlps_fail, variants, tmp_path_factory, answers_folder, extra=examples
+    )
 
 
 def test_solution_scores_full_marks(graded):
@@ -49,8 +54,9 @@ def test_blank_student_notebook_scores_zero_without_crashing(graded):
 
 @pytest.mark.parametrize("variant", WRONG, ids=lambda v: v.name)
 def test_wrong_submission_loses_exactly_its_question(graded, variant):
-    common.assert_loses_exactly(graded[variant.name], EXPECTED_POINTS, (variant.loses,) + variant.also_loses,
-                                variant.why)
+    common.assert_loses_exactly(
+        graded[variant.name], EXPECTED_POINTS, (variant.loses,) + variant.also_loses, variant.why
+    )
 
 
 @pytest.mark.parametrize("variant", ALTERNATIVE, ids=lambda v: v.name)
@@ -60,7 +66,8 @@ def test_alternative_correct_submission_scores_full_marks(graded, variant):
 
 @pytest.mark.parametrize("variant, losing", CARRIED_FORWARD, ids=lambda v: getattr(v, "name", ""))
 def test_a_wrong_value_costs_its_own_question_only(graded, variant, losing):
-    """Later answers computed from a wrong edges, flat_edges or maps are graded on the student's own value."""
+    """Later answers computed from a wrong edges, flat_edges or maps are graded on the student's own
+    value."""
     common.assert_loses_exactly(graded[variant.name], EXPECTED_POINTS, losing, variant.why)
 
 
@@ -68,7 +75,9 @@ def test_a_wrong_value_costs_its_own_question_only(graded, variant, losing):
 def test_bundled_examples_lose_the_points_of_their_mistakes(graded, example):
     """The demo's partly wrong notebooks lose exactly their mistakes' questions."""
     losing = {v.loses for v in WRONG if v.name in EXAMPLES[example]}
-    common.assert_loses_exactly(graded[example], EXPECTED_POINTS, sorted(losing), f"the bundled example {example}")
+    common.assert_loses_exactly(
+        graded[example], EXPECTED_POINTS, sorted(losing), f"the bundled example {example}"
+    )
 
 
 def test_hidden_failures_name_the_variable_and_hide_expected_values(graded):

@@ -1,4 +1,5 @@
-"""The student package (``python -m autograder student-package``): what student notebooks import, nothing more.
+"""The student package (``python -m autograder student-package``): what student notebooks import,
+nothing more.
 
 The wheel must hold the public tests, the layered checks and the data
 loaders, and none of the hidden tests or reference solutions; and the
@@ -51,11 +52,17 @@ def _modules(wheel: Path) -> list[str]:
 
 def test_wheel_holds_the_public_tests_and_no_hidden_test_or_reference(wheel):
     actual = _modules(wheel)
-    assert actual == sorted(p.as_posix() for p in student_files()), "the wheel holds other files than STUDENT_MODULES"
+    assert actual == sorted(p.as_posix() for p in student_files()), (
+        "the wheel holds other files than STUDENT_MODULES"
+    )
     for name in available():
         assert f"autograder/public/{name}.py" in actual, f"the public tests of {name} are missing"
-        assert f"autograder/checks/{name}.py" not in actual, f"the hidden tests of {name} are in the student wheel"
-    assert not [n for n in actual if n.startswith("reference/")], "reference solutions are in the student wheel"
+        assert f"autograder/checks/{name}.py" not in actual, (
+            f"the hidden tests of {name} are in the student wheel"
+        )
+    assert not [n for n in actual if n.startswith("reference/")], (
+        "reference solutions are in the student wheel"
+    )
     assert "autograder/judge.py" not in actual
 
 
@@ -71,16 +78,27 @@ def test_wheel_metadata_names_the_student_distribution_with_the_full_package_req
 
 
 def test_forbidden_names_reference_files_and_hidden_test_modules():
-    names = ["reference/__init__.py", "reference/where_mlps_fail.py", "autograder/checks/__init__.py",
-             "autograder/checks/where_mlps_fail.py", "autograder/checks/properties.py",
-             "autograder/public/where_mlps_fail.py", "autograder/data.py"]
-    assert forbidden(names) == ["reference/__init__.py", "reference/where_mlps_fail.py",
-                                "autograder/checks/where_mlps_fail.py", "autograder/checks/properties.py"]
+    names = [
+        "reference/__init__.py",
+        "reference/where_mlps_fail.py",
+        "autograder/checks/__init__.py",
+        "autograder/checks/where_mlps_fail.py",
+        "autograder/checks/properties.py",
+        "autograder/public/where_mlps_fail.py",
+        "autograder/data.py",
+    ]
+    assert forbidden(names) == [
+        "reference/__init__.py",
+        "reference/where_mlps_fail.py",
+        "autograder/checks/where_mlps_fail.py",
+        "autograder/checks/properties.py",
+    ]
 
 
 def _imported_modules(source: str) -> set[str]:
-    """Every module an ``import`` or ``from ... import`` in ``source`` may load, anywhere in it (functions too):
-    ``from autograder import figures`` gives ``autograder`` and ``autograder.figures``."""
+    """Every module an ``import`` or ``from ... import`` in ``source`` may load, anywhere in it
+    (functions too): ``from autograder import figures`` gives ``autograder`` and
+    ``autograder.figures``."""
     found = set()
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
@@ -97,19 +115,23 @@ def _is_module(root: Path, dotted: str) -> bool:
 
 
 def test_every_module_of_this_package_the_wheel_imports_is_in_the_wheel(unpacked):
-    """Imports inside functions too: ``autograder.checks`` loads ``figures`` and ``channel`` lazily."""
+    """Imports inside functions too: ``autograder.checks`` loads ``figures`` and ``channel``
+    lazily."""
     missing = {}
     for path in sorted((unpacked / "autograder").rglob("*.py")):
         for dotted in _imported_modules(path.read_text()):
-            if dotted.split(".")[0] in ("autograder", "reference") and _is_module(REPO, dotted) \
-                    and not _is_module(unpacked, dotted):
+            if (
+                dotted.split(".")[0] in ("autograder", "reference")
+                and _is_module(REPO, dotted)
+                and not _is_module(unpacked, dotted)
+            ):
                 missing.setdefault(path.relative_to(unpacked).as_posix(), []).append(dotted)
     assert missing == {}, f"modules imported from the student wheel but not in it: {missing}"
 
 
 def _student_imports(name: str) -> list[str]:
-    """The ``autograder`` import statements of the student version of ``name``: its code cells, the public
-    tests Otter keeps in its metadata, and its support files."""
+    """The ``autograder`` import statements of the student version of ``name``: its code cells, the
+    public tests Otter keeps in its metadata, and its support files."""
     folder = STUDENT_TEMPLATE / name
     nb = json.loads((folder / f"{name}.ipynb").read_text())
     sources = ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"]
@@ -117,17 +139,22 @@ def _student_imports(name: str) -> list[str]:
     sources += [p.read_text() for p in sorted(folder.glob("*.py"))]
     statements = set()
     for source in sources:
-        python = "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in source.splitlines())
+        python = "\n".join(
+            "" if line.lstrip().startswith(("%", "!")) else line for line in source.splitlines()
+        )
         for node in ast.walk(ast.parse(python)):
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("autograder"):
                 statements.add(f"from {node.module} import {', '.join(a.name for a in node.names)}")
-            elif isinstance(node, ast.Import) and any(a.name.startswith("autograder") for a in node.names):
+            elif isinstance(node, ast.Import) and any(
+                a.name.startswith("autograder") for a in node.names
+            ):
                 statements.add(f"import {', '.join(a.name for a in node.names)}")
     return sorted(statements)
 
 
-#: Run by a Python that sees only the standard library, the unpacked wheel and the venv's site-packages
-#: (``-I -S``: no .pth file runs, so the editable install of this repository is not on the path).
+#: Run by a Python that sees only the standard library, the unpacked wheel and the venv's
+#: site-packages (``-I -S``: no .pth file runs, so the editable install of this repository is not on
+#: the path).
 ONLY_THE_WHEEL = r'''
 import importlib, json, sys
 wheel, site_packages, names, statements = json.loads(sys.argv[1])
@@ -167,15 +194,29 @@ def test_student_versions_import_from_the_wheel_alone(unpacked):
     statements = sorted({s for name in names for s in _student_imports(name)})
     assert "from autograder.public.where_mlps_fail import public_defined" in statements
     site_packages = sysconfig.get_paths()["purelib"]
-    proc = subprocess.run([sys.executable, "-I", "-S", "-c", ONLY_THE_WHEEL,
-                           json.dumps([str(unpacked), site_packages, names, statements])],
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-I",
+            "-S",
+            "-c",
+            ONLY_THE_WHEEL,
+            json.dumps([str(unpacked), site_packages, names, statements]),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert Path(report["autograder_file"]).is_relative_to(unpacked), "autograder was imported from the repository"
+    assert Path(report["autograder_file"]).is_relative_to(unpacked), (
+        "autograder was imported from the repository"
+    )
     assert report["reference"] == "ModuleNotFoundError: reference"
     for name in names:
-        assert report[f"autograder.checks.{name}"] == f"ModuleNotFoundError: autograder.checks.{name}"
+        assert (
+            report[f"autograder.checks.{name}"] == f"ModuleNotFoundError: autograder.checks.{name}"
+        )
     assert report["failed_statements"] == {}
     assert report["list_for_tensor"].startswith("`x` should be"), report["list_for_tensor"]
 
@@ -193,11 +234,19 @@ def test_cli_builds_the_wheel_into_the_folder_given(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert f"student package: {built}" in printed
     assert forbidden(zipfile.ZipFile(built).namelist()) == []
-    # a newcomer's walkthrough: the summary left out channel and figures, which the wheel holds, and its pip
-    # line pulled PyPI's 6 GB CUDA torch (and a later one's left Jupyter out, which the README's line installs)
-    packaged = {name.removesuffix(".py").replace("/", ".").removesuffix(".__init__")
-                for name in zipfile.ZipFile(built).namelist() if name.startswith("autograder/") and name.endswith(".py")}
+    # a newcomer's walkthrough: the summary left out channel and figures, which the wheel holds, and
+    # its pip line pulled PyPI's 6 GB CUDA torch (and a later one's left Jupyter out, which the
+    # README's line installs)
+    packaged = {
+        name.removesuffix(".py").replace("/", ".").removesuffix(".__init__")
+        for name in zipfile.ZipFile(built).namelist()
+        if name.startswith("autograder/") and name.endswith(".py")
+    }
     listed = printed.split("  holds ", 1)[1].split(" (", 1)[0].split(", ")
-    assert listed == student_modules() and all(any(p == m or p.startswith(m + ".") for p in packaged) for m in listed), \
-        f"the summary's modules {listed} should be the wheel's: {sorted(packaged)}"
-    assert f"pip install notebook {built.name} --extra-index-url https://download.pytorch.org/whl/cpu" in printed, printed
+    assert listed == student_modules() and all(
+        any(p == m or p.startswith(m + ".") for p in packaged) for m in listed
+    ), f"the summary's modules {listed} should be the wheel's: {sorted(packaged)}"
+    assert (
+        f"pip install notebook {built.name} --extra-index-url https://download.pytorch.org/whl/cpu"
+        in printed
+    ), printed

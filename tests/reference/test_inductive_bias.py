@@ -170,10 +170,15 @@ def test_load_images_twelve_grayscale_in_unit_range_and_cached():
     assert ib.load_images() is actual, "load_images() must be cached (same object on the second call)"
     # camera is uint8 / 255 exactly; astronaut goes through rgb2gray.
     from skimage import color, data
-    np.testing.assert_array_equal(actual[0], data.camera() / 255.0,
-                                  err_msg="camera must be divided by 255")
-    np.testing.assert_array_equal(actual[8], color.rgb2gray(data.astronaut()),
-                                  err_msg="astronaut must be converted by rgb2gray")
+
+    np.testing.assert_array_equal(
+        actual[0], data.camera() / 255.0, err_msg="camera must be divided by 255"
+    )
+    np.testing.assert_array_equal(
+        actual[8],
+        color.rgb2gray(data.astronaut()),
+        err_msg="astronaut must be converted by rgb2gray",
+    )
 
 
 def test_crops_shape_range_determinism_and_nesting():
@@ -184,7 +189,9 @@ def test_crops_shape_range_determinism_and_nesting():
     np.testing.assert_array_equal(actual, again, err_msg="same seed must give the same crops")
     # Three draws per crop, in order: the first 10 of 64 are the 10 of a fresh generator.
     expected_prefix = ib.crops(10, np.random.default_rng(7))
-    np.testing.assert_array_equal(actual[:10], expected_prefix, err_msg="crops must be drawn sequentially")
+    np.testing.assert_array_equal(
+        actual[:10], expected_prefix, err_msg="crops must be drawn sequentially"
+    )
     other = ib.crops(64, np.random.default_rng(8))
     assert not np.array_equal(actual, other), "different seeds must give different crops"
 
@@ -196,16 +203,20 @@ def test_crops_draw_order_matches_article():
     k = rng.integers(len(imgs))
     im = imgs[k]
     r, c = rng.integers(im.shape[0] - 15), rng.integers(im.shape[1] - 15)
-    expected = im[r:r + 16, c:c + 16]
+    expected = im[r : r + 16, c : c + 16]
     actual = ib.crops(1, np.random.default_rng(3))[0]
-    np.testing.assert_array_equal(actual, expected, err_msg="first crop differs from the article's draw order")
+    np.testing.assert_array_equal(
+        actual, expected, err_msg="first crop differs from the article's draw order"
+    )
 
 
 def test_test_crops_are_the_articles():
     actual = ib.test_crops()
     expected = ib.crops(2000, np.random.default_rng(1000))
     assert actual.shape == (2000, 16, 16), f"expected (2000, 16, 16), got {actual.shape}"
-    np.testing.assert_array_equal(actual, expected, err_msg="test crops must be crops(2000, default_rng(1000))")
+    np.testing.assert_array_equal(
+        actual, expected, err_msg="test crops must be crops(2000, default_rng(1000))"
+    )
 
 
 @pytest.mark.parametrize("bad_n", [-1, 2.5, "3", True])
@@ -223,6 +234,7 @@ def test_crops_rejects_legacy_random_state():
 # neigh
 # ---------------------------------------------------------------------------
 
+
 def neigh_loop(x):
     """Explicit-loop 5x5 wrap-around neighbourhoods, written from the definition."""
     n = x.shape[0]
@@ -231,17 +243,21 @@ def neigh_loop(x):
         for r in range(16):
             for c in range(16):
                 k = 0
-                for a in range(-2, 3):          # row offset outer
-                    for b in range(-2, 3):      # column offset inner
+                for a in range(-2, 3):  # row offset outer
+                    for b in range(-2, 3):  # column offset inner
                         out[i, 16 * r + c, k] = x[i, (r + a) % 16, (c + b) % 16]
                         k += 1
     return out
 
 
 @settings(derandomize=True, database=None, max_examples=40, deadline=None)
-@given(st.integers(1, 3).flatmap(
-    lambda n: arrays(np.float64, (n, 16, 16),
-                     elements=st.floats(-1e6, 1e6, allow_nan=False, width=64))))
+@given(
+    st.integers(1, 3).flatmap(
+        lambda n: arrays(
+            np.float64, (n, 16, 16), elements=st.floats(-1e6, 1e6, allow_nan=False, width=64)
+        )
+    )
+)
 def test_neigh_agrees_with_explicit_loop(x):
     actual = ib.neigh(x)
     expected = neigh_loop(x)
@@ -253,8 +269,11 @@ def test_neigh_centre_column_is_the_image_and_wraps():
     x = ib.test_crops()[:3]
     actual = ib.neigh(x)
     assert actual.shape == (3, 256, 25), f"expected (3, 256, 25), got {actual.shape}"
-    np.testing.assert_array_equal(actual[:, :, 12], x.reshape(3, 256),
-                                  err_msg="offset (0, 0) (column 12) must be the pixel itself")
+    np.testing.assert_array_equal(
+        actual[:, :, 12],
+        x.reshape(3, 256),
+        err_msg="offset (0, 0) (column 12) must be the pixel itself",
+    )
     # Pixel (0, 0), offset (-2, -2) wraps to (14, 14), not zero padding.
     expected = x[:, 14, 14]
     np.testing.assert_array_equal(actual[:, 0, 0], expected, err_msg="borders must wrap around")
@@ -270,13 +289,15 @@ def test_neigh_rejects_wrong_shapes(shape):
 # Targets
 # ---------------------------------------------------------------------------
 
+
 def test_edge_kernel_values_and_orientation():
     actual = ib.edge_kernel()
     u, v = np.mgrid[-2:3, -2:3]
-    raw = -v * np.exp(-(u ** 2 + v ** 2) / 2.0)
+    raw = -v * np.exp(-(u**2 + v**2) / 2.0)
     expected = raw / raw[raw > 0].sum()
-    np.testing.assert_allclose(actual, expected, rtol=1e-15, atol=0,
-                               err_msg="kernel differs from the article's definition")
+    np.testing.assert_allclose(
+        actual, expected, rtol=1e-15, atol=0, err_msg="kernel differs from the article's definition"
+    )
     # Positive lobe sums to 1, negative to -1, zero centre column; positive on the left (v < 0).
     assert abs(actual[actual > 0].sum() - 1.0) < 1e-15, "positive lobe must sum to 1"
     assert abs(actual[actual < 0].sum() + 1.0) < 1e-15, "negative lobe must sum to -1"
@@ -292,9 +313,12 @@ def test_equivariant_target_is_cross_correlation_not_convolution():
     x[0, r0, c0] = 1.0
     y = ib.equivariant_target(x)[0]
     K = ib.edge_kernel()
-    actual = np.array([[y[(r0 - a) % 16, (c0 - b) % 16] for b in range(-2, 3)] for a in range(-2, 3)])
-    np.testing.assert_allclose(actual, K, rtol=0, atol=1e-15,
-                               err_msg="equivariant target must be cross-correlation with K")
+    actual = np.array(
+        [[y[(r0 - a) % 16, (c0 - b) % 16] for b in range(-2, 3)] for a in range(-2, 3)]
+    )
+    np.testing.assert_allclose(
+        actual, K, rtol=0, atol=1e-15, err_msg="equivariant target must be cross-correlation with K"
+    )
 
 
 def test_vignette_gain_centre_and_corners():
@@ -303,16 +327,21 @@ def test_vignette_gain_centre_and_corners():
     for corner in [(0, 0), (0, 15), (15, 0), (15, 15)]:
         assert abs(g[corner] - 0.3) < 1e-15, f"gain at corner {corner} is {g[corner]}, expected 0.3"
     expected_centre = 1 - 0.7 / 225  # four central pixels are half a pixel off the centre
-    np.testing.assert_allclose(g[7:9, 7:9], expected_centre, rtol=1e-15,
-                               err_msg="gain at the central pixels")
-    assert g.max() == g[7, 7] and g.min() == g[0, 0], "gain must fall from the centre to the corners"
+    np.testing.assert_allclose(
+        g[7:9, 7:9], expected_centre, rtol=1e-15, err_msg="gain at the central pixels"
+    )
+    assert g.max() == g[7, 7] and g.min() == g[0, 0], (
+        "gain must fall from the centre to the corners"
+    )
 
 
 def test_vignetted_target_applies_gain_before_filter():
     x = ib.test_crops()[:20]
     actual = ib.vignetted_target(x)
     expected = ib.equivariant_target(ib.vignette_gain() * x)
-    np.testing.assert_array_equal(actual, expected, err_msg="vignetted target must be edge(gain * x)")
+    np.testing.assert_array_equal(
+        actual, expected, err_msg="vignetted target must be edge(gain * x)"
+    )
     wrong = ib.vignette_gain() * ib.equivariant_target(x)  # vignette after the filter
     assert np.abs(actual - wrong).max() > 1e-3, "vignetted target must not be gain * edge(x)"
 
@@ -326,7 +355,9 @@ def test_equivariance_gaps_match_article():
     actual_vig = ib.equivariance_gap(ib.vignetted_target, x, shift=(3, 5))
     # Printed 3.4e-01 ('.1e', 2 significant digits): half a unit is 0.005.
     assert_matches_printed(actual_vig, "3.4e-01", 2, "vignetted equivariance gap")
-    assert ib.equivariance_gap('vignetted', x) == actual_vig, "target names must work like the functions"
+    assert ib.equivariance_gap('vignetted', x) == actual_vig, (
+        "target names must work like the functions"
+    )
 
 
 def test_equivariance_gap_rejects_bad_input():
@@ -342,14 +373,19 @@ def test_equivariance_gap_rejects_bad_input():
 # Models
 # ---------------------------------------------------------------------------
 
-@pytest.mark.parametrize("model, expected", [('conv', 25), ('shared16', 256), ('local5', 6400), ('full', 65536)])
+
+@pytest.mark.parametrize(
+    "model, expected", [('conv', 25), ('shared16', 256), ('local5', 6400), ('full', 65536)]
+)
 def test_parameter_counts_match_article(model, expected):
     actual = ib.parameter_count(model)
     assert actual == expected, f"{model}: actual {actual}, expected {expected}"
     # The fitted parameters have exactly that many entries.
     X = ib.test_crops()[:4]
     actual_size = np.asarray(ib.fit(model, X, ib.equivariant_target(X))).size
-    assert actual_size == expected, f"{model}: fit returned {actual_size} parameters, expected {expected}"
+    assert actual_size == expected, (
+        f"{model}: fit returned {actual_size} parameters, expected {expected}"
+    )
 
 
 def test_params_row_matches_article():
@@ -358,8 +394,10 @@ def test_params_row_matches_article():
     assert actual == expected, f"params row: actual {actual}, expected {expected}"
 
 
-@pytest.mark.parametrize("alias, model", [('shared 16x16', 'shared16'), ('local 5x5', 'local5'),
-                                          ('fully connected', 'full')])
+@pytest.mark.parametrize(
+    "alias, model",
+    [('shared 16x16', 'shared16'), ('local 5x5', 'local5'), ('fully connected', 'full')],
+)
 def test_article_model_names_are_aliases(alias, model):
     assert ib.parameter_count(alias) == ib.parameter_count(model), f"{alias!r} must mean {model!r}"
 
@@ -394,12 +432,16 @@ def test_noise_free_recovery_matches_article(noise_free):
     for target, models in contains.items():
         for model in models:
             actual = noise_free[target, model]
-            assert actual < 1e-20, f"{target}/{model}: relative error {actual:.3g}, expected < 1e-20"
+            assert actual < 1e-20, (
+                f"{target}/{model}: relative error {actual:.3g}, expected < 1e-20"
+            )
     # The shared models cannot represent the vignetted map: floors printed
     # with '.3g', well-conditioned overdetermined fits (262,144 equations for
     # 25 or 256 unknowns), so checked to the printed precision.
     assert_matches_printed(noise_free['vignetted', 'conv'], "0.436", 3, "noise-free vignetted conv")
-    assert_matches_printed(noise_free['vignetted', 'shared16'], "0.435", 3, "noise-free vignetted shared16")
+    assert_matches_printed(
+        noise_free['vignetted', 'shared16'], "0.435", 3, "noise-free vignetted shared16"
+    )
 
 
 def test_minimum_norm_solution_when_underdetermined():
@@ -414,21 +456,35 @@ def test_minimum_norm_solution_when_underdetermined():
     # Tolerance: these four crops are well separated (condition number 35 for
     # the 4x256 design, at most 260 for the per-pixel 4x25 designs), so two
     # stable solves agree to ~1e3 eps relative; 1e-10 and rtol 1e-8 leave margin.
-    assert np.linalg.norm(null_proj) <= 1e-10 * np.linalg.norm(P), "full: solution has a null-space component"
-    np.testing.assert_allclose(ib.predict('full', P, X), Y, rtol=0, atol=1e-10,
-                               err_msg="full: underdetermined fit must interpolate")
+    assert np.linalg.norm(null_proj) <= 1e-10 * np.linalg.norm(P), (
+        "full: solution has a null-space component"
+    )
+    np.testing.assert_allclose(
+        ib.predict('full', P, X),
+        Y,
+        rtol=0,
+        atol=1e-10,
+        err_msg="full: underdetermined fit must interpolate",
+    )
     L = ib.fit('local5', X, Y)
     nb = ib.neigh(X)
     for j in (0, 37, 255):
         expected = np.linalg.pinv(nb[:, j]) @ Y.reshape(4, 256)[:, j]
-        np.testing.assert_allclose(L[j], expected, rtol=1e-8, atol=1e-12,
-                                   err_msg=f"local5 pixel {j}: not the minimum-norm solution")
+        np.testing.assert_allclose(
+            L[j],
+            expected,
+            rtol=1e-8,
+            atol=1e-12,
+            err_msg=f"local5 pixel {j}: not the minimum-norm solution",
+        )
     # A constant crop excites only the DC frequency: every other Fourier
     # coefficient of the shared kernel must be exactly 0 (lstsq's cutoff).
     c = np.full((1, 16, 16), 0.5)
     p = ib.fit('shared16', c, ib.equivariant_target(c) + 0.1)
     actual_nonzero = int(np.count_nonzero(p))
-    assert actual_nonzero == 1 and p[0, 0] != 0, f"constant crop: {actual_nonzero} nonzero coefficients, expected 1 (DC)"
+    assert actual_nonzero == 1 and p[0, 0] != 0, (
+        f"constant crop: {actual_nonzero} nonzero coefficients, expected 1 (DC)"
+    )
 
 
 def test_fourier_cutoff_drops_rounding_level_frequencies():
@@ -441,14 +497,21 @@ def test_fourier_cutoff_drops_rounding_level_frequencies():
     Y = ib.equivariant_target(X) + 0.01 * np.random.default_rng(0).standard_normal(X.shape)
     p = ib.fit('shared16', X, Y)
     actual_nonzero = int(np.count_nonzero(p))
-    assert actual_nonzero == 3, f"{actual_nonzero} nonzero Fourier coefficients, expected 3 (DC and +-(2, 5))"
+    assert actual_nonzero == 3, (
+        f"{actual_nonzero} nonzero Fourier coefficients, expected 3 (DC and +-(2, 5))"
+    )
     expected = np.linalg.lstsq(circulant_design(X), Y.reshape(-1), rcond=None)[0].reshape(16, 16)
     actual = np.fft.ifft2(p).real
     # Tolerance: only three singular values are kept (128, 32, 32), condition
     # number 4, so both solutions agree to a few eps times |Y| / 32 ~ 1e-17;
     # 1e-12 is loose and still 1e10 below what a missing cutoff produces.
-    np.testing.assert_allclose(actual, expected, rtol=0, atol=1e-12,
-                               err_msg="Fourier kernel differs from the explicit minimum-norm solve")
+    np.testing.assert_allclose(
+        actual,
+        expected,
+        rtol=0,
+        atol=1e-12,
+        err_msg="Fourier kernel differs from the explicit minimum-norm solve",
+    )
 
 
 # Explicit circulant design of the shared 16x16 model: prediction is circular
@@ -473,13 +536,18 @@ _TARGET = st.one_of(st.just(0.0), st.floats(1e-3, 1, width=64), st.floats(-1, -1
 
 
 @settings(derandomize=True, database=None, max_examples=60, deadline=None)
-@given(st.integers(1, 3).flatmap(lambda n: st.tuples(
-    arrays(np.float64, (n, 16, 16), elements=_PIXEL),
-    arrays(np.float64, (n, 16, 16), elements=_TARGET))))
+@given(
+    st.integers(1, 3).flatmap(
+        lambda n: st.tuples(
+            arrays(np.float64, (n, 16, 16), elements=_PIXEL),
+            arrays(np.float64, (n, 16, 16), elements=_TARGET),
+        )
+    )
+)
 def test_fourier_solution_agrees_with_explicit_circulant_lstsq(xy):
     X, Y = xy
     sv = np.sqrt((np.abs(np.fft.fft2(X)) ** 2).sum(0))  # singular values of the design
-    cutoff = sv.max() * len(X) * 256 * EPS              # lstsq's default cutoff
+    cutoff = sv.max() * len(X) * 256 * EPS  # lstsq's default cutoff
     # A singular value within a factor 1e3 of the cutoff can be kept by one
     # solver and dropped by the other (the two compute it with different
     # rounding); such draws have no well-defined common answer, so skip them.
@@ -498,7 +566,9 @@ def test_fourier_solution_agrees_with_explicit_circulant_lstsq(xy):
         kappa = kept.max() / kept.min()
         tol = 1e3 * EPS * kappa * np.linalg.norm(Y) / kept.min()
     diff = np.linalg.norm(actual - expected)
-    assert diff <= tol, f"Fourier vs explicit lstsq kernel: |actual - expected| = {diff:.3g} > {tol:.3g}"
+    assert diff <= tol, (
+        f"Fourier vs explicit lstsq kernel: |actual - expected| = {diff:.3g} > {tol:.3g}"
+    )
     # The kernel is real: the imaginary part is rounding only.
     assert np.abs(k.imag).max() <= tol + 1e-15, f"kernel imaginary part {np.abs(k.imag).max():.3g}"
 
@@ -507,15 +577,19 @@ def test_fourier_solution_agrees_with_explicit_circulant_lstsq(xy):
 # Relative error
 # ---------------------------------------------------------------------------
 
+
 def test_relative_error_definition():
     y = np.array([[1.0, -2.0], [3.0, 0.0]])
     assert ib.relative_error(y, y) == 0.0, "perfect prediction must give 0"
     assert ib.relative_error(np.zeros_like(y), y) == 1.0, "predicting zero must give 1"
-    # Normalised by the truth, not the prediction: 2y gives |y|^2/|y|^2 = 1 (by the prediction it would be 0.25).
+    # Normalised by the truth, not the prediction: 2y gives |y|^2/|y|^2 = 1 (by the prediction it
+    # would be 0.25).
     actual = ib.relative_error(2 * y, y)
     assert actual == 1.0, f"relative_error(2y, y): actual {actual}, expected 1.0"
     actual = ib.relative_error(y + 1, y)  # 4 / 14
-    assert abs(actual - 4 / 14) < 1e-15, f"relative_error(y + 1, y): actual {actual}, expected {4 / 14}"
+    assert abs(actual - 4 / 14) < 1e-15, (
+        f"relative_error(y + 1, y): actual {actual}, expected {4 / 14}"
+    )
     with pytest.raises(ValueError, match="same shape"):
         ib.relative_error(y, y[0])
     with pytest.raises(ValueError, match="all zero"):
@@ -526,12 +600,15 @@ def test_noise_sd_matches_article():
     actual = ib.noise_sd()
     # Printed 0.0094 with '.4f': absolute half unit 5e-5.
     expected = 0.0094
-    assert abs(actual - expected) <= 0.5e-4, f"noise sd: actual {actual}, expected {expected} (printed .4f)"
+    assert abs(actual - expected) <= 0.5e-4, (
+        f"noise sd: actual {actual}, expected {expected} (printed .4f)"
+    )
 
 
 # ---------------------------------------------------------------------------
 # Learning curves
 # ---------------------------------------------------------------------------
+
 
 def test_learning_curves_shape_and_axes(curves):
     actual = curves.errors.shape
@@ -543,8 +620,11 @@ def test_learning_curves_shape_and_axes(curves):
     assert curves.median.shape == curves.minimum.shape == curves.maximum.shape == (2, 4, 6)
 
 
-@pytest.mark.parametrize("target, model, n, stat, printed, sig", CELLS,
-                         ids=[f"{t}-{m}-{n}-{s}" for t, m, n, s, _, _ in CELLS])
+@pytest.mark.parametrize(
+    "target, model, n, stat, printed, sig",
+    CELLS,
+    ids=[f"{t}-{m}-{n}-{s}" for t, m, n, s, _, _ in CELLS],
+)
 def test_learning_curve_cell_matches_article(curves, target, model, n, stat, printed, sig):
     actual = curves.cell(target, model, n, stat)
     # Tolerance: the printed precision (half a unit in the last printed digit).
@@ -574,7 +654,9 @@ def test_subset_of_learning_curves_gives_the_same_cells(curves):
     np.testing.assert_array_equal(actual, expected, err_msg="subset run differs from the full run")
 
 
-@pytest.mark.parametrize("model, n", [('conv', 1024), ('shared16', 1), ('local5', 16), ('full', 256)])
+@pytest.mark.parametrize(
+    "model, n", [('conv', 1024), ('shared16', 1), ('local5', 16), ('full', 256)]
+)
 def test_peak_cells_are_insensitive_to_rounding(curves, model, n):
     # Premise of the printed-precision tolerance above: perturb the seed-0
     # training crops by 4 ulp and refit; the cell must move far less than the
@@ -589,14 +671,27 @@ def test_peak_cells_are_insensitive_to_rounding(curves, model, n):
     for t_i, target in enumerate(ib.TARGETS):
         T = ib.target_function(target)
         y_tr = T(Xp) + noise
-        actual = ib.relative_error(ib.predict(model, ib.fit(model, Xp[:n], y_tr[:n]), x_test), T(x_test))
+        actual = ib.relative_error(
+            ib.predict(model, ib.fit(model, Xp[:n], y_tr[:n]), x_test), T(x_test)
+        )
         expected = curves.errors[t_i, m_i, k, 0]
         assert abs(actual / expected - 1) < 1e-8, (
-            f"{target} {model} n={n}: perturbed {actual!r} vs {expected!r}")
+            f"{target} {model} n={n}: perturbed {actual!r} vs {expected!r}"
+        )
 
 
-@pytest.mark.parametrize("model, n", [('conv', 1), ('conv', 1024), ('local5', 4), ('local5', 16),
-                                      ('full', 16), ('full', 256), ('full', 1024)])
+@pytest.mark.parametrize(
+    "model, n",
+    [
+        ('conv', 1),
+        ('conv', 1024),
+        ('local5', 4),
+        ('local5', 16),
+        ('full', 16),
+        ('full', 256),
+        ('full', 1024),
+    ],
+)
 def test_fit_is_the_minimum_norm_least_squares_solution(curves, model, n):
     # Independent solve with numpy.linalg.pinv and lstsq's cutoff (rcond =
     # eps * max(rows, cols)); compared through the table's quantity, the
@@ -623,16 +718,21 @@ def test_fit_is_the_minimum_norm_least_squares_solution(curves, model, n):
     x_test = ib.test_crops()
     actual = ib.relative_error(ib.predict(model, params, x_test), ib.equivariant_target(x_test))
     expected = curves.errors[0, ib.MODELS.index(model), ib.SIZES.index(n), 0]
-    assert abs(actual / expected - 1) < 1e-8, f"{model} n={n}: pinv {actual!r} vs lstsq {expected!r}"
+    assert abs(actual / expected - 1) < 1e-8, (
+        f"{model} n={n}: pinv {actual!r} vs lstsq {expected!r}"
+    )
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    (dict(sizes=(2048,)), "at most 1024"),
-    (dict(sizes=(0,)), "size must be >= 1"),
-    (dict(seeds=(-1,)), "seed must be >= 0"),
-    (dict(seeds=()), "non-empty"),
-    (dict(models=('mlp',)), "unknown model"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(sizes=(2048,)), "at most 1024"),
+        (dict(sizes=(0,)), "size must be >= 1"),
+        (dict(seeds=(-1,)), "seed must be >= 0"),
+        (dict(seeds=()), "non-empty"),
+        (dict(models=('mlp',)), "unknown model"),
+    ],
+)
 def test_learning_curves_rejects_bad_arguments(kwargs, match):
     with pytest.raises(ValueError, match=match):
         ib.learning_curves(**kwargs)

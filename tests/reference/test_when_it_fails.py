@@ -72,7 +72,12 @@ def contract_rows() -> list[tuple[list[str], str, str]]:
     rows = []
     for line in CONTRACT.read_text().splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if not line.startswith("|") or len(cells) < 4 or cells[0] == "name" or set(cells[0]) <= {"-", " "}:
+        if (
+            not line.startswith("|")
+            or len(cells) < 4
+            or cells[0] == "name"
+            or set(cells[0]) <= {"-", " "}
+        ):
             continue
         rows.append((re.findall(r"`([A-Za-z_][A-Za-z0-9_]*)`", cells[0]), cells[1], cells[2]))
     return rows
@@ -80,12 +85,44 @@ def contract_rows() -> list[tuple[list[str], str, str]]:
 
 def test_contract_lists_every_graded_name_once():
     names = [n for row in contract_rows() for n in row[0]]
-    assert len(names) == len(set(names)), f"names listed twice: {sorted({n for n in names if names.count(n) > 1})}"
-    expected = {"make_split", "train_mlp", "shift_right", "weight_for_permuted", "random_shifts", "X_tr", "net_weights",
-                "n_params", "val_acc", "shift_accs", "pixel_perm", "shuffled_acc", "P", "W1_perm", "same_outputs",
-                "fig_templates", "widths", "sweep_errors", "dims", "ratios", "net_final", "test_clean", "test_shift2",
-                "X_aug", "aug_accs", "robustness_gain", "clean_cost", "y_random", "memo_train_acc", "memo_val_acc",
-                "first_layer_params", "first_layer_mb", "patch_params"}
+    assert len(names) == len(set(names)), (
+        f"names listed twice: {sorted({n for n in names if names.count(n) > 1})}"
+    )
+    expected = {
+        "make_split",
+        "train_mlp",
+        "shift_right",
+        "weight_for_permuted",
+        "random_shifts",
+        "X_tr",
+        "net_weights",
+        "n_params",
+        "val_acc",
+        "shift_accs",
+        "pixel_perm",
+        "shuffled_acc",
+        "P",
+        "W1_perm",
+        "same_outputs",
+        "fig_templates",
+        "widths",
+        "sweep_errors",
+        "dims",
+        "ratios",
+        "net_final",
+        "test_clean",
+        "test_shift2",
+        "X_aug",
+        "aug_accs",
+        "robustness_gain",
+        "clean_cost",
+        "y_random",
+        "memo_train_acc",
+        "memo_val_acc",
+        "first_layer_params",
+        "first_layer_mb",
+        "patch_params",
+    }
     assert expected <= set(names), f"not in the contract: {sorted(expected - set(names))}"
 
 
@@ -93,51 +130,78 @@ def test_every_exact_contract_name_is_in_answers(answers):
     exact = {n for names, _, kind in contract_rows() if kind == "exact" for n in names}
     # widths, dims and same_outputs are literals of the task, not computed values
     computed = exact - {"widths", "dims", "same_outputs"}
-    assert computed <= set(answers), f"exact names missing from answers(): {sorted(computed - set(answers))}"
+    assert computed <= set(answers), (
+        f"exact names missing from answers(): {sorted(computed - set(answers))}"
+    )
 
 
 def test_every_hidden_check_argument_is_a_contract_name():
     """The names each check_q* takes are the notebook's names the contract lists."""
     import inspect
 
-    names = {n for row in contract_rows() for n in row[0]} | {"net", "net_shuffled", "net_aug", "net_memo"}
+    names = {n for row in contract_rows() for n in row[0]} | {
+        "net",
+        "net_shuffled",
+        "net_aug",
+        "net_memo",
+    }
     for q in range(1, 13):
-        params = {name for name, p in inspect.signature(getattr(checks, f"check_q{q}")).parameters.items()
-                  if p.kind != p.KEYWORD_ONLY}  # keyword-only: the instructor's options (carry_forward)
-        assert params <= names, f"check_q{q} takes names the contract does not list: {sorted(params - names)}"
+        params = {
+            name
+            for name, p in inspect.signature(getattr(checks, f"check_q{q}")).parameters.items()
+            # keyword-only: the instructor's options (carry_forward)
+            if p.kind != p.KEYWORD_ONLY
+        }
+        assert params <= names, (
+            f"check_q{q} takes names the contract does not list: {sorted(params - names)}"
+        )
 
 
 # ---------------------------------------------------------------------------
 # Exact numbers
 # ---------------------------------------------------------------------------
 
+
 def test_parameter_count_is_the_chapters(answers):
     # Section 6.5: "our MLP has 203,530 parameters"
     assert answers["n_params"] == 203_530
     assert 784 * 256 + 256 + 256 * 10 + 10 == 203_530
-    assert sum(p.numel() for n, p in ref.mlp().named_parameters() if "weight" in n) == 203_264  # the no-bias mistake
+    # the no-bias mistake
+    assert sum(p.numel() for n, p in ref.mlp().named_parameters() if "weight" in n) == 203_264
 
 
 def test_exercise5_numbers(answers):
-    # Exercise 5, as issue 5 states them: 150,528,000 weights, about 602 MB, 147,000 with 7x7x3 patches
+    # Exercise 5, as issue 5 states them: 150,528,000 weights, about 602 MB, 147,000 with 7x7x3
+    # patches
     assert answers["first_layer_params"] == 150_528_000
     assert round(answers["first_layer_mb"]) == 602
     assert answers["patch_params"] == 147_000
 
 
-
-@pytest.mark.parametrize("mb, accepted", [
-    (150_528_000 * 4 / 1e6, True), (602, True), (602.1, True), (602.11, True), (np.float32(602.112), True),
-    ((150_528_000 + 1000) * 4 / 1e6, False),  # the biases counted in: 602.116, within any plain 0.5 tolerance
-    (150_528_000 * 4 / 2**20, False),  # MiB: 574.2
-    (603, False), (600, False), (602.2, False),
-])
+@pytest.mark.parametrize(
+    "mb, accepted",
+    [
+        (150_528_000 * 4 / 1e6, True),
+        (602, True),
+        (602.1, True),
+        (602.11, True),
+        (np.float32(602.112), True),
+        # the biases counted in: 602.116, within any plain 0.5 tolerance
+        ((150_528_000 + 1000) * 4 / 1e6, False),
+        (150_528_000 * 4 / 2**20, False),  # MiB: 574.2
+        (603, False),
+        (600, False),
+        (602.2, False),
+    ],
+)
 def test_exercise5_megabytes_accept_rounding_but_not_the_biases(mb, accepted):
     args = (150_528_000, mb, 147_000)
     if accepted:
         checks.check_q12(*args)
     else:
-        with pytest.raises(CheckFailure, match=r"`first_layer_mb` has the right type but the wrong value: count "):
+        with pytest.raises(
+            CheckFailure, match=r"`first_layer_mb` has the right type but the wrong value: count "
+        ):
             checks.check_q12(*args)
 
 
@@ -145,11 +209,14 @@ def test_distance_ratio_at_784_is_the_chapters(answers):
     # Figure 6.4: "At d=784 the ratio reaches 0.89"
     assert len(answers["ratios"]) == len(ref.DIMS)
     assert f"{answers['ratios'][-1]:.2f}" == "0.89"
-    assert all(a < b for a, b in zip(answers["ratios"], answers["ratios"][1:])), "the ratio rises with d"
+    assert all(a < b for a, b in zip(answers["ratios"], answers["ratios"][1:])), (
+        "the ratio rises with d"
+    )
 
 
 def test_distance_ratio_tolerance_covers_other_generators_and_excludes_mistakes(answers):
-    """RATIO_TOL: other seeds and generators land inside it; squared distances and the inverted ratio do not."""
+    """RATIO_TOL: other seeds and generators land inside it; squared distances and the inverted
+    ratio do not."""
     import numpy as np
 
     for seed in range(1, 4):
@@ -161,8 +228,14 @@ def test_distance_ratio_tolerance_covers_other_generators_and_excludes_mistakes(
         torch.manual_seed(0)
         points = torch.rand(ref.N_POINTS, 784)
     dist = torch.cdist(points, points)
-    squared = ((dist + torch.diag(torch.full((ref.N_POINTS,), float("inf")))).min(1).values ** 2
-               / dist.max(1).values ** 2).mean().item()
+    squared = (
+        (
+            (dist + torch.diag(torch.full((ref.N_POINTS,), float("inf")))).min(1).values ** 2
+            / dist.max(1).values ** 2
+        )
+        .mean()
+        .item()
+    )
     assert abs(squared - answers["ratios"][-1]) > checks.RATIO_TOL
 
 
@@ -171,7 +244,9 @@ def test_pixel_perm_is_the_seeded_permutation(answers):
         torch.manual_seed(0)
         expected = torch.randperm(784)
     assert torch.equal(answers["pixel_perm"], expected)
-    assert torch.equal(answers["P"] @ torch.arange(784.0), expected.float()), "P @ x is x[pixel_perm]"
+    assert torch.equal(answers["P"] @ torch.arange(784.0), expected.float()), (
+        "P @ x is x[pixel_perm]"
+    )
 
 
 def test_split_sizes_disjoint_and_deterministic(answers):
@@ -182,7 +257,9 @@ def test_split_sizes_disjoint_and_deterministic(answers):
     for part, again in zip(answers["split"], ref.make_split(0)):
         assert torch.equal(part, again)
     assert not torch.equal(ref.make_split(1)[0], fit)
-    assert tuple(answers["X_dev"].shape) == (1200, 784) and torch.equal(answers["X_dev"][:1000], answers["X_tr"])
+    assert tuple(answers["X_dev"].shape) == (1200, 784) and torch.equal(
+        answers["X_dev"][:1000], answers["X_tr"]
+    )
 
 
 def test_split_images_are_totensor_values(answers):
@@ -199,20 +276,29 @@ def test_split_images_are_totensor_values(answers):
 
 
 def test_the_notebooks_fashion_module_gives_the_references_tensors(answers):
-    spec = importlib.util.spec_from_file_location("wif_fashion", ROOT / "assignments" / "when_it_fails" / "fashion.py")
+    spec = importlib.util.spec_from_file_location(
+        "wif_fashion", ROOT / "assignments" / "when_it_fails" / "fashion.py"
+    )
     fashion = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(fashion)
     fit, val, test = answers["split"]
-    for train, idx, X, y in ((True, fit, "X_tr", "y_tr"), (True, val, "X_val", "y_val"), (False, test, "X_test", "y_test")):
+    for train, idx, X, y in (
+        (True, fit, "X_tr", "y_tr"),
+        (True, val, "X_val", "y_val"),
+        (False, test, "X_test", "y_test"),
+    ):
         got_X, got_y = fashion.images(train, idx)
         assert torch.equal(got_X, answers[X]) and torch.equal(got_y, answers[y])
     net = ref.mlp()
-    assert fashion.accuracy(net, answers["X_val"], answers["y_val"]) == ref.accuracy(net, answers["X_val"], answers["y_val"])
+    assert fashion.accuracy(net, answers["X_val"], answers["y_val"]) == ref.accuracy(
+        net, answers["X_val"], answers["y_val"]
+    )
 
 
 # ---------------------------------------------------------------------------
 # The student functions
 # ---------------------------------------------------------------------------
+
 
 @PROPERTY
 @given(st.integers(1, 3), st.integers(0, 27), st.integers(0, 2**31 - 1))
@@ -220,7 +306,7 @@ def test_shift_right_moves_every_image_along_its_columns(n, s, seed):
     x = torch.rand(n, 784, generator=torch.Generator().manual_seed(seed))
     out = ref.shift_right(x, s)
     grid, moved = x.view(n, 28, 28), out.view(n, 28, 28)
-    assert torch.equal(moved[:, :, s:], grid[:, :, :28 - s])
+    assert torch.equal(moved[:, :, s:], grid[:, :, : 28 - s])
     assert bool((moved[:, :, :s] == 0).all())
     assert torch.equal(x, x.clone())
 
@@ -229,7 +315,9 @@ def test_shift_right_zero_is_the_identity_and_not_a_roll(answers):
     x = answers["X_val"][:5]
     assert torch.equal(ref.shift_right(x, 0), x)
     lit = torch.ones(1, 784)
-    assert not torch.equal(ref.shift_right(lit, 2), torch.roll(lit.view(1, 28, 28), 2, dims=2).reshape(1, 784))
+    assert not torch.equal(
+        ref.shift_right(lit, 2), torch.roll(lit.view(1, 28, 28), 2, dims=2).reshape(1, 784)
+    )
 
 
 @PROPERTY
@@ -251,7 +339,7 @@ def test_random_shifts_moves_each_image_within_range(m, seed):
     out = ref.random_shifts(x, m, seed)
     amounts = torch.randint(-m, m + 1, (40,), generator=torch.Generator().manual_seed(seed))
     for i in range(40):
-        assert torch.equal(out[i], ref.shift(x[i:i + 1], int(amounts[i]))[0])
+        assert torch.equal(out[i], ref.shift(x[i : i + 1], int(amounts[i]))[0])
     assert torch.equal(checks._matched_shifts(out, x, m), amounts)
     assert torch.equal(ref.random_shifts(x, m, seed), out)
 
@@ -268,9 +356,11 @@ def test_shift_left_and_right_are_black_filled():
 # Trained numbers against the chapter
 # ---------------------------------------------------------------------------
 
+
 def test_validation_accuracy_near_the_chapters(run):
-    # "Seventy-six percent on held-out validation images": 200 images, so one image is 0.005; the reference's
-    # 0.755 is one image from 76.0%. Eight seeds of the recipe span 0.74-0.77 (below), so 0.02 is the spread.
+    # "Seventy-six percent on held-out validation images": 200 images, so one image is 0.005; the
+    # reference's 0.755 is one image from 76.0%. Eight seeds of the recipe span 0.74-0.77 (below),
+    # so 0.02 is the spread.
     assert abs(run["val_acc"] - 0.760) <= 0.02
 
 
@@ -282,26 +372,31 @@ def test_the_cliff_falls_with_every_pixel_and_halves_at_two(run):
 
 
 def test_shuffled_pixels_cost_nothing(run):
-    # "original images: 76.0%, shuffled pixels: 77.0%": the reference's 0.755 and 0.78 are as close (0.025)
+    # "original images: 76.0%, shuffled pixels: 77.0%": the reference's 0.755 and 0.78 are as close
+    # (0.025)
     assert abs(run["shuffled_acc"] - 0.770) <= 0.02
     assert abs(run["shuffled_acc"] - run["val_acc"]) <= checks.SHUFFLE_GAP
 
 
 def test_sealed_test_near_the_chapters(run):
-    # "clean test accuracy: 80.8%, shift-2 test accuracy: 42.0%" over 600 images. The reference: 0.815 (4 images
-    # above 80.8%) and 0.46: eight seeds of the recipe span 0.447-0.503 at two pixels, so the chapter's 42.0% is at
-    # the low end of what this recipe gives; the claim that the shift nearly halves the accuracy holds.
+    # "clean test accuracy: 80.8%, shift-2 test accuracy: 42.0%" over 600 images. The reference:
+    # 0.815 (4 images above 80.8%) and 0.46: eight seeds of the recipe span 0.447-0.503 at two
+    # pixels, so the chapter's 42.0% is at the low end of what this recipe gives; the claim that the
+    # shift nearly halves the accuracy holds.
     assert abs(run["test_clean"] - 0.808) <= 0.015
     assert abs(run["test_shift2"] - 0.420) <= 0.05
     assert run["test_shift2"] <= 0.6 * run["test_clean"]
 
 
 def test_width_sweep_has_the_chapters_shape(run):
-    # Figure 6.3: error falls steeply then flattens; "n=300 shows a small late upturn while n=1000 does not"
+    # Figure 6.3: error falls steeply then flattens; "n=300 shows a small late upturn while n=1000
+    # does not"
     for n, curve in run["sweep_errors"].items():
         assert curve[0] - min(curve) >= checks.SWEEP_FALL, (n, curve)
         assert abs(curve[-1] - curve[-2]) <= checks.SWEEP_FLAT, (n, curve)
-    assert run["sweep_errors"][300][-1] > run["sweep_errors"][300][-2], "the whisper of an upturn at n = 300"
+    assert run["sweep_errors"][300][-1] > run["sweep_errors"][300][-2], (
+        "the whisper of an upturn at n = 300"
+    )
     assert run["sweep_errors"][1000][-1] <= run["sweep_errors"][1000][-2], "nothing at n = 1000"
     assert abs(run["sweep_errors"][1000][-1] - (1 - run["val_acc"])) <= checks.SWEEP_LINK
 
@@ -321,6 +416,7 @@ def test_random_labels_are_memorized_and_generalize_to_chance(run):
 # The checks' bands hold other seeds, and two threads
 # ---------------------------------------------------------------------------
 
+
 def seeded_results(seed: int, answers: dict) -> dict:
     """The recipe with every seed moved to ``seed``: another correct student."""
     X_tr, y_tr, X_val, y_val = answers["X_tr"], answers["y_tr"], answers["X_val"], answers["y_val"]
@@ -328,12 +424,16 @@ def seeded_results(seed: int, answers: dict) -> dict:
     final = ref.train_mlp(answers["X_dev"], answers["y_dev"], seed=seed)
     perm = answers["pixel_perm"]
     shuffled = ref.train_mlp(X_tr[:, perm], y_tr, seed=seed)
-    return {"val_acc": ref.accuracy(net, X_val, y_val),
-            "shift_accs": [ref.accuracy(net, ref.shift_right(X_val, s), y_val) for s in ref.SHIFTS],
-            "shuffled_acc": ref.accuracy(shuffled, X_val[:, perm], y_val),
-            "test_clean": ref.accuracy(final, answers["X_test"], answers["y_test"]),
-            "test_shift2": ref.accuracy(final, ref.shift_right(answers["X_test"], 2), answers["y_test"]),
-            "final_on_val": ref.accuracy(final, X_val, y_val)}
+    return {
+        "val_acc": ref.accuracy(net, X_val, y_val),
+        "shift_accs": [ref.accuracy(net, ref.shift_right(X_val, s), y_val) for s in ref.SHIFTS],
+        "shuffled_acc": ref.accuracy(shuffled, X_val[:, perm], y_val),
+        "test_clean": ref.accuracy(final, answers["X_test"], answers["y_test"]),
+        "test_shift2": ref.accuracy(
+            final, ref.shift_right(answers["X_test"], 2), answers["y_test"]
+        ),
+        "final_on_val": ref.accuracy(final, X_val, y_val),
+    }
 
 
 def assert_within_bands(other: dict, reference: dict) -> None:
@@ -354,7 +454,8 @@ def test_other_seeds_of_the_recipe_are_inside_the_bands(seed, answers, run):
 
 
 def test_two_threads_are_inside_the_bands(answers, run):
-    """The reason for the bands: at two threads the sums split differently and a few predictions change."""
+    """The reason for the bands: at two threads the sums split differently and a few predictions
+    change."""
     previous = torch.get_num_threads()
     torch.set_num_threads(2)
     try:
@@ -368,35 +469,65 @@ def test_two_threads_are_inside_the_bands(answers, run):
 @pytest.mark.parametrize("seed", [1, 2])
 def test_augmentation_and_memorization_bands_hold_other_seeds(seed, answers):
     def work():
-        X_tr, y_tr, X_val, y_val = answers["X_tr"], answers["y_tr"], answers["X_val"], answers["y_val"]
+        X_tr, y_tr, X_val, y_val = (
+            answers["X_tr"],
+            answers["y_tr"],
+            answers["X_val"],
+            answers["y_val"],
+        )
         net = ref.train_mlp(X_tr, y_tr, seed=seed)
         X_aug = torch.cat([X_tr] + [ref.random_shifts(X_tr, 3, 10 * seed + k) for k in (1, 2, 3)])
         aug = ref.train_mlp(X_aug, y_tr.repeat(4), epochs=ref.AUG_EPOCHS, seed=seed)
-        gain = (ref.accuracy(aug, ref.shift_right(X_val, 2), y_val)
-                - ref.accuracy(net, ref.shift_right(X_val, 2), y_val))
+        gain = ref.accuracy(aug, ref.shift_right(X_val, 2), y_val) - ref.accuracy(
+            net, ref.shift_right(X_val, 2), y_val
+        )
         cost = ref.accuracy(net, X_val, y_val) - ref.accuracy(aug, X_val, y_val)
         y_random = y_tr[torch.randperm(1000, generator=torch.Generator().manual_seed(seed))]
-        memo = ref.train_mlp(X_tr, y_random, hidden=ref.MEMO_HIDDEN, epochs=ref.MEMO_EPOCHS, seed=seed)
+        memo = ref.train_mlp(
+            X_tr, y_random, hidden=ref.MEMO_HIDDEN, epochs=ref.MEMO_EPOCHS, seed=seed
+        )
         return gain, cost, ref.accuracy(memo, X_tr, y_random), ref.accuracy(memo, X_val, y_val)
 
     gain, cost, memo_train, memo_val = one_thread(work)
     assert gain >= checks.AUG_MIN_GAIN and abs(cost) <= checks.AUG_MAX_COST, (gain, cost)
-    assert memo_train >= checks.MEMO_MIN_TRAIN and memo_val <= checks.MEMO_MAX_VAL, (memo_train, memo_val)
+    assert memo_train >= checks.MEMO_MIN_TRAIN and memo_val <= checks.MEMO_MAX_VAL, (
+        memo_train,
+        memo_val,
+    )
 
 
 def test_sweep_shape_holds_another_seed(answers):
     def work():
-        X_tr, y_tr, X_val, y_val = answers["X_tr"], answers["y_tr"], answers["X_val"], answers["y_val"]
-        return {n: [1 - ref.accuracy(ref.train_mlp(X_tr[:n], y_tr[:n], hidden=h, epochs=ref.SWEEP_EPOCHS, seed=1),
-                                     X_val, y_val) for h in ref.WIDTHS] for n in ref.SWEEP_SIZES}
+        X_tr, y_tr, X_val, y_val = (
+            answers["X_tr"],
+            answers["y_tr"],
+            answers["X_val"],
+            answers["y_val"],
+        )
+        return {
+            n: [
+                1
+                - ref.accuracy(
+                    ref.train_mlp(X_tr[:n], y_tr[:n], hidden=h, epochs=ref.SWEEP_EPOCHS, seed=1),
+                    X_val,
+                    y_val,
+                )
+                for h in ref.WIDTHS
+            ]
+            for n in ref.SWEEP_SIZES
+        }
 
     curves = one_thread(work)
     for n, curve in curves.items():
-        assert curve[0] - min(curve) >= checks.SWEEP_FALL and abs(curve[-1] - curve[-2]) <= checks.SWEEP_FLAT, curve
+        assert (
+            curve[0] - min(curve) >= checks.SWEEP_FALL
+            and abs(curve[-1] - curve[-2]) <= checks.SWEEP_FLAT
+        ), curve
 
 
 def test_the_mistakes_the_bands_must_catch_land_outside(answers, run):
-    """No zero_grad, and a final network fitted without the validation images, are outside their bands."""
+    """No zero_grad, and a final network fitted without the validation images, are outside their
+    bands."""
     import torch.nn.functional as F
 
     def no_zero_grad():
@@ -408,7 +539,7 @@ def test_the_mistakes_the_bands_must_catch_land_outside(answers, run):
         for _ in range(ref.EPOCHS):
             order = torch.randperm(len(X), generator=g)
             for start in range(0, len(X), ref.BATCH_SIZE):
-                batch = order[start:start + ref.BATCH_SIZE]
+                batch = order[start : start + ref.BATCH_SIZE]
                 F.cross_entropy(net(X[batch]), y[batch]).backward()
                 optimizer.step()
         return ref.accuracy(net, answers["X_val"], answers["y_val"])
@@ -422,11 +553,14 @@ def test_the_mistakes_the_bands_must_catch_land_outside(answers, run):
 # No side effects, and determinism
 # ---------------------------------------------------------------------------
 
+
 def test_trained_answers_keep_the_callers_state_and_repeat():
     torch.manual_seed(123)
     before, threads = torch.get_rng_state(), torch.get_num_threads()
     first = ref.trained_answers()
-    assert torch.equal(torch.get_rng_state(), before), "trained_answers() changed the global random state"
+    assert torch.equal(torch.get_rng_state(), before), (
+        "trained_answers() changed the global random state"
+    )
     assert torch.get_num_threads() == threads
     assert_same(ref.trained_answers(), first, "trained_answers() called again")
     ref._TRAINED.clear()
@@ -436,7 +570,10 @@ def test_trained_answers_keep_the_callers_state_and_repeat():
 def test_trained_answers_follow_the_data_they_are_given(answers):
     """Errors carried forward: on another split, the reference trains on that split."""
     data = {k: answers[k] for k in checks.DATA_NAMES}
-    data["X_val"], data["y_val"] = answers["X_tr"][:200], answers["y_tr"][:200]  # validation inside the fit set
+    # validation inside the fit set
+    data["X_val"], data["y_val"] = answers["X_tr"][:200], answers["y_tr"][:200]
     other = ref.trained_answers(**data)
     assert other["val_acc"] > 0.85, "scored on images it was fitted on"
-    assert other["val_acc"] != ref.trained_answers()["val_acc"], "the reference split's network scored instead"
+    assert other["val_acc"] != ref.trained_answers()["val_acc"], (
+        "the reference split's network scored instead"
+    )
