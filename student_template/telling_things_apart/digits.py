@@ -1,4 +1,5 @@
-"""The chapter's 10,000 MNIST digits, their 8,000 / 2,000 split, and the network ("Telling Things Apart").
+"""The chapter's 10,000 MNIST digits, their 8,000 / 2,000 split, and the network ("Telling Things
+Apart").
 
 ``train_set``, ``test_set``: the chapter's 8,000 training and 2,000 test
 digits (``torch.utils.data.Subset``), items ``(image, label)`` with ``image`` a
@@ -29,7 +30,8 @@ test_labels = digits.targets[test_set.indices]
 
 
 def mlp():
-    """The network before its first step: seeded 42, Flatten, Linear(784, 128), ReLU, Linear(128, 10)."""
+    """The network before its first step: seeded 42, Flatten, Linear(784, 128), ReLU, Linear(128,
+    10)."""
     torch.manual_seed(42)
     return nn.Sequential(nn.Flatten(), nn.Linear(784, 128), nn.ReLU(), nn.Linear(128, 10))
 
@@ -44,13 +46,15 @@ def shift(images, rows, cols):
     height, width = images.shape[-2], images.shape[-1]
     if abs(rows) >= height or abs(cols) >= width:
         return out
-    out[..., max(0, rows):height - max(0, -rows), max(0, cols):width - max(0, -cols)] = \
-        images[..., max(0, -rows):height - max(0, rows), max(0, -cols):width - max(0, cols)]
+    out[..., max(0, rows) : height - max(0, -rows), max(0, cols) : width - max(0, -cols)] = images[
+        ..., max(0, -rows) : height - max(0, rows), max(0, -cols) : width - max(0, cols)
+    ]
     return out
 
 
 def accuracy(model, images, labels):
-    """Fraction of ``labels`` the model's largest score names, over ``images`` ``(N, 1, 28, 28)``; a float."""
+    """Fraction of ``labels`` the model's largest score names, over ``images`` ``(N, 1, 28, 28)``; a
+    float."""
     model.eval()
     with torch.no_grad():
         return (model(images).argmax(dim=1) == labels).float().mean().item()

@@ -27,6 +27,7 @@ def images(train, idx):
 
 
 def accuracy(net, X, y):
-    """The fraction of the images ``X`` (``(n, 784)``) that ``net`` gives its largest logit at the label ``y``."""
+    """The fraction of the images ``X`` (``(n, 784)``) that ``net`` gives its largest logit at the
+    label ``y``."""
     with torch.no_grad():
         return (net(X).argmax(dim=1) == y).float().mean().item()

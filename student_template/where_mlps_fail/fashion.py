@@ -18,6 +18,8 @@ test_loader = DataLoader(test_set, batch_size=1000, shuffle=False)
 
 def __getattr__(name):
     if name in ("train_set", "validation_set"):
-        globals()["train_set"], globals()["validation_set"] = train_validation_split(fashion_mnist(train=True))
+        globals()["train_set"], globals()["validation_set"] = train_validation_split(
+            fashion_mnist(train=True)
+        )
         return globals()[name]
     raise AttributeError(f"module 'fashion' has no attribute {name!r}")

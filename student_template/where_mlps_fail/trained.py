@@ -8,10 +8,9 @@ Both weight files sit beside this module.
 from pathlib import Path
 
 import torch
-from torch import nn
-
 from fashion import test_loader
 from image_loop import accuracy, mlp
+from torch import nn
 
 _here = Path(__file__).resolve().parent
 
