@@ -347,7 +347,8 @@ class StudentProcess:
         # before it runs a cell: every process it starts stays in the group
         if self.user is not None:
             self.cpu_group = self.cpu_group or _cpu_group()
-            if self.cpu_group is not None and _group_cpu_seconds(self.cpu_group) is None and _cpuacct_parent():
+            uncounted = self.cpu_group is not None and _group_cpu_seconds(self.cpu_group) is None
+            if uncounted and _cpuacct_parent():
                 self.cpuacct_group = self.cpuacct_group or _cpu_group(_cpuacct_parent())
         groups = [group for group in (self.cpu_group, self.cpuacct_group) if group is not None]
         _become_subreaper()  # the warm student process (forked by the template) is re-parented here
@@ -533,7 +534,7 @@ class StudentProcess:
         if total / 1024 <= self.limits.memory_mb:
             return total / 1024
         started = time.monotonic()
-        for pid, (kb, tables, owner) in resident.items():
+        for pid, (kb, _tables, owner) in resident.items():
             share = _proportional_kb(pid, owner)
             if time.monotonic() - started > MAX_SHARE_SECONDS:
                 return total / 1024

@@ -27,8 +27,10 @@ import os
 import socket
 import sys
 import traceback
+
 # bound before any cell runs: a notebook that replaces zlib.crc32 changes nothing here
 from zlib import crc32 as _crc32
+
 
 class Discarded(io.TextIOBase):
     """Where a cell's printed output goes: nowhere. The judge shows none of it (a thirty-seventh
@@ -60,7 +62,8 @@ def _shell():
 
 
 def _seed(seed) -> None:
-    """Seed numpy's and ``random``'s global generators as Otter's seeding lines do before each cell."""
+    """Seed numpy's and ``random``'s global generators as Otter's seeding lines do before each
+    cell."""
     if type(seed) is not int:
         return
     import random

@@ -5,7 +5,6 @@ Rebuilds every assignment (or those named: ``python -m tests.refresh NAME...``) 
 solution and the catalogue. Review the diff, then commit.
 """
 
-from pathlib import Path
 
 from autograder.build import ASSIGNMENTS, available, build_assignment, normalise_notebook
 from tests.fixtures.submissions import apply

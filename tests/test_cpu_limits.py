@@ -227,7 +227,8 @@ def test_a_question_that_lost_points_names_the_stopped_cell_that_sets_its_names(
         "a passed question is left"
     )
     assert raised.test_case_results[0].message == (
-        "❌ Test case failed\nno key 1000\n`X_aug` may be missing or incomplete: code cell 4, which "
+        "❌ Test case failed\nno key 1000\n"
+        "`X_aug` may be missing or incomplete: code cell 4, which "
         "sets it, "
         "raised AssertionError."
     ), "a cell that raised before it set the name is named as the cause"

@@ -29,7 +29,8 @@ GRADE_WITHOUT_A_JUDGE = textwrap.dedent("""
         archive.writestr("tests/q1.py", "points = 2\\n")
     build.BUILD = root / "build"
     build.master_notebook = lambda name: root / "lab.ipynb"
-    status = cli.main(["grade", "lab", str(root / "missing.ipynb"), "--out", str(root / "out"), "--timeout", "700",
+    status = cli.main(["grade", "lab", str(root / "missing.ipynb"), "--out", str(root / "out"),
+                       "--timeout", "700",
                        "--cell-seconds", "50", "--call-seconds", "20", "--startup-seconds", "40",
                        "--deadline", "500", "--memory-mb", "2048"])
     heavy = sorted(m for m in ("torch", "numpy", "otter", "autograder.judge", "autograder.channel")

@@ -11,6 +11,7 @@ from autograder.public_summary import PASSED, checks_of, question_summary
 
 def public_q1_2(order, scrambled_accuracy, saved_accuracy_on_mixed):
     import torch
+
     from autograder.public.where_mlps_fail import public_defined, public_tensor
 
     public_tensor("order", order, (784,), torch.int64)
@@ -31,6 +32,7 @@ def public_other(weights, crops, fit):
 # names and shapes computed, as when_it_fails's public tests write them
 def public_loop(X_fit, y_fit, net_weights):
     import torch
+
     from autograder.public.when_it_fails import public_tensor
 
     n = len(X_fit)

@@ -22,8 +22,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import pytest
@@ -35,7 +35,6 @@ from autograder.judge import (
     Session,
     StudentFailure,
     _cell_notes,
-    _proportional_kb,
     _resident_kb,
     without_otter_calls,
 )
@@ -84,7 +83,9 @@ def test_every_cell_is_seeded_as_otter_seeds_it(session):
 
 def test_a_cell_that_raised_is_named_in_the_output(session):
     notes = _cell_notes(session.records)
-    expected = "Code cell 5 raised NameError: name 'undefined_name' is not defined; grading went on after it."
+    expected = (
+        "Code cell 5 raised NameError: name 'undefined_name' is not defined; grading went on "
+        "after it.")
     assert notes == [expected, CELLS_COUNTED], (
         f"one note, for the fifth cell, and how cells are counted: {notes}"
     )
@@ -298,7 +299,6 @@ def test_a_request_the_student_process_never_reads_stops_it(tmp_path):
 def test_the_student_process_dies_with_a_judge_killed_from_outside(tmp_path):
     """A nineteenth hostile review: a judge killed by ``grade``'s timeout left its student process
     running."""
-    import os
     import signal
     import subprocess
     import sys
@@ -1315,7 +1315,8 @@ def test_processes_holding_too_many_files_open_are_stopped(tmp_path, monkeypatch
     monkeypatch.setattr(judge, "MAX_OPEN_FILES", 200)
     workdir = tmp_path / "work"
     workdir.mkdir()
-    cell = "import os, time\nheld = [os.open(os.devnull, os.O_RDONLY) for _ in range(300)]\ntime.sleep(20)"
+    cell = ("import os, time\nheld = [os.open(os.devnull, os.O_RDONLY) for _ in range(300)]\n"
+            "time.sleep(20)")
     _first_cell_is_stopped(workdir, None, cell, "held more than 200 files open in its processes")
 
 

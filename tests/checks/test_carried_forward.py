@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import copy
 import hashlib
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import matplotlib
 
@@ -29,7 +30,6 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from tests.checks.common import failures  # noqa: E402
-
 
 # ---------------------------------------------------------------- telling_things_apart: the trained
 # network
@@ -179,7 +179,7 @@ def test_tta_a_saturated_or_flattened_softmax_does_not_make_q8_trivial(tta, monk
         return image.clone() if label == predicted else ref.fgsm(model, image, label, epsilon)
 
     weights = net.state_dict()
-    q8 = lambda: checks.check_q8(
+    q8 = lambda: checks.check_q8(  # noqa: E731 - the check with its arguments, called by failures()
         fgsm,
         values["confident"],
         values["flip_rate"],
@@ -601,7 +601,7 @@ def test_ib_learning_curves_made_up_except_a_few_cells_do_not_pass(ib):
         )
 
 
-def test_ib_a_rel_err_right_on_the_property_tests_but_not_on_the_experiments_does_not_carry_made_up_curves(
+def test_ib_a_rel_err_right_on_the_property_tests_not_the_experiments_carries_no_made_up_curves(
     ib,
 ):
     """rel_err is the reference's on q6's random inputs, but halves every error on the 2,000 test
@@ -653,7 +653,7 @@ def test_ib_a_rel_err_right_on_the_property_tests_but_not_on_the_experiments_doe
     )
 
 
-def test_ib_a_fit_right_on_the_property_tests_but_not_on_the_experiments_does_not_carry_made_up_errors(
+def test_ib_a_fit_right_on_the_property_tests_but_not_on_the_experiments_carries_no_made_up_errors(
     ib,
 ):
     """fit is the reference's on q5's random training sets (at most 300 crops), but fits twice the
@@ -3258,7 +3258,7 @@ def test_wif_a_train_mlp_that_moves_nets_columns_for_q4s_arguments_does_not_pass
                     train_mlp,
                     net,
                     *data.values(),
-                    carry_forward=carry_forward,
+                    carry_forward=carry_forward,  # noqa: B023 - failures() calls it in this iteration
                 )
             }
         )["q4"]

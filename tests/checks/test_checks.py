@@ -279,7 +279,9 @@ def test_expect_number_accepts_one_element_tensors_and_scalars(value, expected):
 
 def test_expect_number_rejects_a_tensor_of_several_elements():
     actual = failure_message(expect_number, "accuracy", torch.tensor([0.5, 0.6]))
-    expected = "`accuracy` should be a single number, but it is a tensor of shape (2,) and dtype torch.float32."
+    expected = (
+        "`accuracy` should be a single number, but it is a tensor of shape (2,) and dtype "
+        "torch.float32.")
     assert actual == expected, f"expected {expected!r}, got {actual!r}"
 
 
@@ -294,7 +296,8 @@ def test_expect_number_rejects_a_tensor_of_several_elements():
 )
 def test_expect_number_rejects_an_array_that_is_not_0_d(check, value):
     actual = failure_message(check, "accuracy", value)
-    expected = f"`accuracy` should be a {'number' if check is expect_number else 'whole number (int)'}, but it is a NumPy array"
+    kind = "number" if check is expect_number else "whole number (int)"
+    expected = f"`accuracy` should be a {kind}, but it is a NumPy array"
     assert actual.startswith(expected), f"expected {expected!r}, got {actual!r}"
 
 
@@ -413,7 +416,9 @@ def test_expect_close_counts_wrong_elements_without_values():
     actual = failure_message(
         expect_close, "edges", actual_tensor, expected_tensor, rtol=1e-5, atol=1e-5
     )
-    expected = "`edges` has the right shape and dtype, but 2 of its 6 values are wrong (tolerance atol=1e-05, rtol=1e-05)."
+    expected = (
+        "`edges` has the right shape and dtype, but 2 of its 6 values are wrong (tolerance "
+        "atol=1e-05, rtol=1e-05).")
     assert actual == expected, f"expected {expected!r}, got {actual!r}"
     for value in (0.123456, -3.125, 0.654321):
         assert repr(value) not in actual, (
@@ -635,7 +640,7 @@ def test_once_keeps_a_failures_message_not_what_its_frames_held():
         try:
             raise ValueError("the student's function raised")
         except ValueError:
-            raise CheckFailure("`f(x)` is wrong.")
+            raise CheckFailure("`f(x)` is wrong.")  # noqa: B904 - a check's failure while the student's error is handled
 
     funcs = (_Returned(),)  # a key of its own for this test's verdict
     actual = [once("a test's own kind", funcs, check) for _ in range(2)]
@@ -693,7 +698,9 @@ def test_call_student_does_not_chain_the_student_traceback():
 @pytest.mark.parametrize("returned", [None, ...], ids=["None", "Ellipsis"])
 def test_call_student_reports_a_missing_return(returned):
     actual = failure_message(call_student, "peak", lambda m: returned, torch.zeros(1, 1, 3, 3))
-    expected = f"`peak(<tensor (1, 1, 3, 3) float32>)` returned {returned!r}: does `peak` end with a `return`?"
+    expected = (
+        f"`peak(<tensor (1, 1, 3, 3) float32>)` returned {returned!r}: does `peak` end with a "
+        "`return`?")
     assert actual == expected, f"expected {expected!r}, got {actual!r}"
 
 

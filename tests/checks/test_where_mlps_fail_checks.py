@@ -26,8 +26,8 @@ from torch import nn  # noqa: E402
 from autograder.checks import CheckFailure  # noqa: E402
 from autograder.checks import where_mlps_fail as checks  # noqa: E402
 from autograder.checks.properties import GRADING  # noqa: E402
-from tests.checks.common import failures  # noqa: E402
 from reference import where_mlps_fail as ref  # noqa: E402
+from tests.checks.common import failures  # noqa: E402
 
 REFERENCE_FUNCTIONS = {
     "slide": ref.slide,
@@ -113,7 +113,8 @@ def reference_arguments(check, answers, figure_factory) -> dict:
         elif name == "fig":
             kwargs[name] = figure_factory(answers["x"], answers["vertical"], answers["horizontal"])
         else:
-            assert name in answers, f"{check.__name__} takes `{name}`, which the reference answers lack"
+            assert name in answers, (
+                f"{check.__name__} takes `{name}`, which the reference answers lack")
             kwargs[name] = answers[name]
     return kwargs
 
@@ -792,7 +793,7 @@ def test_a_check_reads_the_names_it_carries_forward_from_the_judges_snapshot(
     x, v, h = answers["x"], answers["vertical"], answers["horizontal"]
     edges = F.conv2d(x, v.flip(-1))
     moved = F.conv2d(torch.roll(x, 3, 3), v)
-    call = lambda **kw: failures(
+    call = lambda **kw: failures(  # noqa: E731 - the checks with their arguments, called per case
         {
             "q3_3": lambda: checks.check_q3_3(
                 moved,

@@ -30,8 +30,8 @@ import pytest
 
 from autograder.build import OTTER_CONFIG, REPO, BuiltAssignment, build_assignment
 from autograder.grade import failure_results, question_scores
-from autograder.grading_errors import grading_error_results
 from autograder.gradescope import lay_out, point_at, rehearse, submission_metadata, total_points
+from autograder.grading_errors import grading_error_results
 from autograder.results_schema import ResultsSchemaError, schema, validate_results
 from tests.fixtures.submissions import apply
 from tests.fixtures.where_mlps_fail.catalogue import WRONG
@@ -446,7 +446,9 @@ def test_rehearsal_of_a_broken_setup_fails_as_gradescope_would(gs_build, tmp_pat
     out, err = capsys.readouterr()
     assert code == 3, f"the rehearsal of a broken setup should exit 3, not {code}: {out} {err}"
     assert "valid Gradescope results" not in out and "GRADING ERROR" in err, (out, err)
-    expected = "q2_1.py: cannot import autograder.chekcs (ModuleNotFoundError: No module named 'autograder.chekcs')"
+    expected = (
+        "q2_1.py: cannot import autograder.chekcs (ModuleNotFoundError: No module named "
+        "'autograder.chekcs')")
     kept = json.loads((root / "results" / "grading_error.json").read_text())
     assert expected in kept["extra_data"]["grading_error"], kept
     assert validate_results(root / "results" / "results.json") == kept, (

@@ -19,7 +19,6 @@ from autograder.grade import GradeResult, grade_many
 from tests.fixtures.submissions import Variant, apply
 from tests.session_builds import build_once  # noqa: F401 - the modules build through common
 
-
 #: The solution is graded this many more times in every catalogue batch, under these labels: three
 #: gradings of the same notebook must give the same scores and the same messages
 #: (:func:`assert_regrades_identical`).

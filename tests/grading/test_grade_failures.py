@@ -17,8 +17,8 @@ import os
 import shutil
 import stat
 import subprocess
-import tempfile
 import sys
+import tempfile
 import time
 import zipfile
 from pathlib import Path

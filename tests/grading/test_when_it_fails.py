@@ -30,7 +30,6 @@ from contextlib import contextmanager
 import pytest
 
 from autograder.grade import GradeResult, grade_many
-
 from tests.fixtures.when_it_fails.catalogue import (
     ALTERNATIVE,
     CARRIED_FORWARD,

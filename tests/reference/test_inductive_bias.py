@@ -167,7 +167,8 @@ def test_load_images_twelve_grayscale_in_unit_range_and_cached():
         assert im.dtype == np.float64, f"{name}: expected float64, got {im.dtype}"
         assert im.min() >= 0.0 and im.max() <= 1.0, f"{name}: values outside [0, 1]"
         assert im.shape[0] >= ib.H and im.shape[1] >= ib.W, f"{name}: smaller than a crop"
-    assert ib.load_images() is actual, "load_images() must be cached (same object on the second call)"
+    assert ib.load_images() is actual, (
+        "load_images() must be cached (same object on the second call)")
     # camera is uint8 / 255 exactly; astronaut goes through rgb2gray.
     from skimage import color, data
 

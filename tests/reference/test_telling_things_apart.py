@@ -41,7 +41,7 @@ STUDENT_FUNCTIONS = {"softmax", "cross_entropy", "recenter", "saliency", "fgsm",
 PROPERTY = settings(max_examples=40, derandomize=True, deadline=None, database=None)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _test_images() -> torch.Tensor:
     return ref.load_split()[2]
 

@@ -518,7 +518,7 @@ def test_sweep_shape_holds_another_seed(answers):
         }
 
     curves = one_thread(work)
-    for n, curve in curves.items():
+    for curve in curves.values():
         assert (
             curve[0] - min(curve) >= checks.SWEEP_FALL
             and abs(curve[-1] - curve[-2]) <= checks.SWEEP_FLAT
