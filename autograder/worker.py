@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import signal
 import socket
 import sys
 import traceback
@@ -82,6 +83,10 @@ def main(fd: int) -> None:
     from autograder import channel
     from autograder.kinds import kinds_of
 
+    # SIGINT raises KeyboardInterrupt in the running cell, which is how the judge stops a cell past
+    # its limit; a process started with SIGINT ignored (a background job, pytest-xdist's workers)
+    # passes the ignore on to its children, so it is set here, whoever started this process.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     sock = socket.socket(fileno=fd)
     shell = _shell()
     handles: dict[int, object] = {}
