@@ -33,7 +33,6 @@ import json
 import os
 import pwd
 import re
-import resource
 import select
 import shutil
 import signal
@@ -318,7 +317,7 @@ class StudentProcess:
         self._tree_cpu = TreeCpu()
         #: the shared memory the sandbox user held before this grading, which is neither the
         #: student's to count nor the judge's to remove: ``nobody``'s (slot 0) may be another
-        #: service's (a newcomer's walkthrough)
+        #: service's
         self.kept = SharedMemoryKept()
         #: the entries of the scratch folder before the notebook ran (:meth:`start`)
         self.staged: SharedMemoryKept | None = None
@@ -429,9 +428,8 @@ class StudentProcess:
     # -- the student's processes
     def _student_pids(self, zombies: bool = False) -> list[int]:
         """The worker and every process it started, living ones only (a process whose first thread
-        has exited shows as a zombie while its other threads run: a twenty-third hostile review hid
-        1.5 GB, and a process that outlived the grading, in one); ``zombies``: ended ones not yet
-        reaped too.
+        has exited shows as a zombie while its other threads run, and may hold memory and outlive
+        the grading); ``zombies``: ended ones not yet reaped too.
 
         A process that left the worker's session (``setsid``) escapes
         ``killpg``; when its parent dies it is re-parented to the judge (a
@@ -500,12 +498,12 @@ class StudentProcess:
         the proportional share (``Pss``) replaces resident memory: it counts a
         page that processes share once, where forked processes (a
         ``DataLoader``'s workers) share their parent's pages until they write
-        them, and summed resident memory counted those once per worker (four
-        workers took an honest notebook past 3 GB, a twenty-second hostile
-        review). A process whose share cannot be read counts its resident
-        memory, and so does the whole tree when reading the shares takes more
-        than :data:`MAX_SHARE_SECONDS` (a twenty-third review mapped one file
-        a thousand times to make the read slow). The tree also counts the
+        them, where summed resident memory would count them once per worker
+        (four workers would take an honest notebook past 3 GB). A process
+        whose share cannot be read counts its resident memory, and so does the
+        whole tree when reading the shares takes more than
+        :data:`MAX_SHARE_SECONDS` (one file mapped a thousand times makes the
+        read slow). The tree also counts the
         files in shared memory its processes hold or its user owns
         (``memfd``, ``/dev/shm``), which belong to no process's resident
         memory.
@@ -1571,11 +1569,11 @@ def _first_for_the_oom_killer(pid: int) -> None:
         pass
 
 
-def _limit_resources() -> None:
-    """In the student process before exec: no core dumps, files of at most 512 MB, at most
-    :data:`MAX_FILES_LOOKED_AT` open files (all of which the memory check looks at), killed when the
-    judge dies (``PR_SET_PDEATHSIG``: a judge killed from outside left its student process running,
-    a nineteenth hostile review).
+def _limit_resources(sandboxed: bool = False) -> None:
+    """In the student process before exec: :func:`autograder.zygote.student_rlimits` (at most
+    :data:`MAX_FILES_LOOKED_AT` open files, all of which the memory check looks at), and killed
+    when the judge dies (``PR_SET_PDEATHSIG``: a judge killed from outside leaves no student
+    process running).
 
     Runs after the switch to the sandbox user, which may not be able to read
     the judge's Python installation: everything it needs is imported already
@@ -1583,32 +1581,16 @@ def _limit_resources() -> None:
     """
     if _LIBC:
         _LIBC.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
-        # PR_SET_NO_NEW_PRIVS: a setuid program (su) runs as the sandbox user, not as root; a
-        # twenty-eighth hostile review left 254 su processes (effective user root, so not found by
-        # owner) waiting forever, which used up the sandbox user's process limit for every later
-        # grading
+        # PR_SET_NO_NEW_PRIVS: a setuid program (su) runs as the sandbox user, not as root, so
+        # it cannot wait forever as a process of root's, unseen by owner, holding the sandbox
+        # user's process limit against every later grading
         _LIBC.prctl(38, 1, 0, 0, 0)
-    for limit, value in (
-        (resource.RLIMIT_CORE, 0),
-        (resource.RLIMIT_FSIZE, 512 * 1024 * 1024),
-        (resource.RLIMIT_NOFILE, MAX_FILES_LOOKED_AT),
-    ):
-        try:
-            hard = resource.getrlimit(limit)[1]
-            value = value if hard == resource.RLIM_INFINITY else min(value, hard)
-            resource.setrlimit(limit, (value, value))
-        except (ValueError, OSError):
-            pass
+    zygote.set_rlimits(zygote.student_rlimits(sandboxed, MAX_FILES_LOOKED_AT))
 
 
 def _limit_resources_as_other_user() -> None:
-    """As :func:`_limit_resources`, plus at most 256 processes for the sandbox user (no fork
-    bombs)."""
-    _limit_resources()
-    try:
-        resource.setrlimit(resource.RLIMIT_NPROC, (256, 256))
-    except (ValueError, OSError):
-        pass
+    """As :func:`_limit_resources`, with the sandbox user's process limit."""
+    _limit_resources(sandboxed=True)
 
 
 #: At most this many torch settings are remembered (a notebook that changes the thread count in
@@ -2227,8 +2209,7 @@ def _claim_sandbox(user: pwd.struct_passwd) -> tuple[Any, int | None]:
     (skipped if it has a passwd entry or cannot run Python). Each slot's user
     is probed (can it import this package?) only once its slot is held, so
     a student of another grading, who runs as another uid, cannot kill the
-    probe (a code review: a student graded as ``nobody`` killed the next
-    grading's probe of ``nobody``, and that honest submission scored 0). Locks are
+    probe (which would fail an honest submission's grading). Locks are
     ``flock``s on files in a folder only root can write; the lock is
     released when its descriptor is closed (or the judge dies). Processes
     left over by a judge that died are killed, and their shared memory

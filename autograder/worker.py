@@ -34,8 +34,8 @@ from zlib import crc32 as _crc32
 
 
 class Discarded(io.TextIOBase):
-    """Where a cell's printed output goes: nowhere. The judge shows none of it (a thirty-seventh
-    hostile review made every cell's output 256 KB, which the judge kept for the whole grading)."""
+    """Where a cell's printed output goes: nowhere. The judge shows none of it, so it keeps none
+    (every cell printing 256 KB would otherwise stay in the judge's memory for the grading)."""
 
     def writable(self) -> bool:
         return True
@@ -220,8 +220,8 @@ def _fingerprints(args, kwargs) -> dict:
     """A checksum of each tensor or array argument (by position, or by name for a keyword), its
     shape, dtype and bytes (CRC-32: tens of milliseconds for a training set of 150 MB): which of
     them the call changed in place is told back to the judge, whose own copies the call never
-    touches (a fifteenth hostile review's ``slide`` that wrote into its input passed its in-place
-    check)."""
+    touches, so a function that writes into its input cannot pass a check that compares the
+    input with itself)."""
     import numpy as np
     import torch
 

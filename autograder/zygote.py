@@ -211,12 +211,24 @@ def _template_env(env: dict[str, str]) -> dict[str, str]:
 
 
 def student_rlimits(sandboxed: bool, max_files: int) -> list[tuple[int, int]]:
-    """The resource limits of the student process, as :func:`autograder.judge._limit_resources`
-    (and ``_as_other_user`` when ``sandboxed``) set them: no core dumps, files of at most 512 MB,
-    ``max_files`` open files, at most 256 processes of the sandbox user."""
+    """The resource limits of the student process, warm or cold (:func:`set_rlimits`): no core
+    dumps, files of at most 512 MB, ``max_files`` open files, and when ``sandboxed`` at most 256
+    processes of the sandbox user (no fork bombs)."""
     limits = [(resource.RLIMIT_CORE, 0), (resource.RLIMIT_FSIZE, 512 * 1024 * 1024),
               (resource.RLIMIT_NOFILE, max_files)]
     return limits + [(resource.RLIMIT_NPROC, 256)] if sandboxed else limits
+
+
+def set_rlimits(rlimits: list[tuple[int, int]]) -> None:
+    """Set each ``(limit, value)`` as both soft and hard limit, never above the hard limit this
+    process already has (raising it would fail, and the lower limit is the stricter one)."""
+    for limit, value in rlimits:
+        try:
+            hard = resource.getrlimit(limit)[1]
+            value = value if hard == resource.RLIM_INFINITY else min(value, hard)
+            resource.setrlimit(limit, (value, value))
+        except (ValueError, OSError):
+            pass
 
 
 # -- the template's side
@@ -339,13 +351,7 @@ def _set_up(spec: dict, channel_fd: int, control_fd: int) -> None:
     if os.getppid() != judge:
         os._exit(1)  # the judge died before the signal was set
     libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
-    for limit, value in spec["rlimits"]:
-        try:
-            hard = resource.getrlimit(limit)[1]
-            value = value if hard == resource.RLIM_INFINITY else min(value, hard)
-            resource.setrlimit(limit, (value, value))
-        except (ValueError, OSError):
-            pass
+    set_rlimits(spec["rlimits"])
 
 
 def student_spec(workdir: Path, env: dict[str, str], user: Any, max_files: int,
