@@ -2202,6 +2202,14 @@ def _probe_user(uid: int, gid: int) -> str | None:
         return f"{type(err).__name__}: {err}"
 
 
+def slot_folder() -> Path:
+    """Where the sandbox slots' lock files are (:func:`_claim_sandbox`): a folder of root's that
+    every grading on this machine, whatever its checkout, shares."""
+    if Path("/run").is_dir():
+        return Path("/run/vision-autograder")
+    return Path(tempfile.gettempdir()) / "vision-autograder-slots"
+
+
 def _claim_sandbox(user: pwd.struct_passwd) -> tuple[Any, int | None]:
     """A sandbox identity that no other grading on this machine holds now, and the lock holding it.
 
@@ -2233,11 +2241,7 @@ def _claim_sandbox(user: pwd.struct_passwd) -> tuple[Any, int | None]:
             )
         return user, None
 
-    folder = (
-        Path("/run/vision-autograder")
-        if Path("/run").is_dir()
-        else Path(tempfile.gettempdir()) / "vision-autograder-slots"
-    )
+    folder = slot_folder()
     try:
         folder.mkdir(mode=0o700, exist_ok=True)
         info = folder.lstat()

@@ -5,6 +5,7 @@ alone."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from pathlib import Path
@@ -67,15 +68,6 @@ def build_once(name: str, tmp_path_factory, answers_folder: Path) -> BuiltAssign
                     build_root=root / "build",
                     student_root=root / "student_template",
                 )
-            record.write_text(
-                json.dumps(
-                    {
-                        "name": built.name,
-                        "student_dir": str(built.student_dir),
-                        "autograder_zip": str(built.autograder_zip),
-                        "solution": str(built.solution),
-                    }
-                )
-            )
+            record.write_text(json.dumps(dataclasses.asdict(built), default=str))
     _BUILT[name] = built
     return built

@@ -493,9 +493,7 @@ def sandbox():
     # Hold slot 0 (``nobody``) as a grading does (judge._claim_sandbox): a grading that runs
     # meanwhile on this machine takes another uid, so neither sees the other's /tmp, /dev/shm files
     # or processes as its own.
-    slots = Path("/run/vision-autograder")
-    if not Path("/run").is_dir():
-        slots = Path(tempfile.gettempdir()) / "vision-autograder-slots"
+    slots = judge.slot_folder()
     slots.mkdir(mode=0o700, exist_ok=True)
     slot_lock = os.open(slots / "slot-0", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
     fcntl.flock(slot_lock, fcntl.LOCK_EX)
