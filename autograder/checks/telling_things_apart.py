@@ -190,7 +190,9 @@ def _float_dict(name: str, value: Any, expected: dict) -> None:
         raise CheckFailure(f"`{name}` has unexpected key(s) {keys_shown(extra)}.")
     for key, want in expected.items():
         number = expect_number(f"{name}[{key!r}]", value[key])
-        # the value, or it as printed: rounded to 3 to 6 decimals (the solution prints 4)
+        # the value, or it as printed: rounded to 3 to 6 decimals (the solution prints 4). The
+        # rounded forms match to rel_tol 1e-7: a float32 share rounded by the student and our
+        # float64 one rounded here differ only in the last bits of the decimal they both round to
         as_printed = any(math.isclose(number, round(want, d), rel_tol=1e-7) for d in range(3, 7))
         if abs(number - want) > SHARE_TOL and not as_printed:
             raise CheckFailure(f"`{name}[{key!r}]` has the right type but the wrong value.")
