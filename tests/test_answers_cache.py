@@ -354,9 +354,12 @@ def test_without_folder_hides_the_variable(monkeypatch):
     )
 
 
-def test_the_student_process_does_not_receive_the_folder(monkeypatch, tmp_path):
+@pytest.mark.parametrize("start", ["warm", "cold"])
+def test_the_student_process_does_not_receive_the_folder(monkeypatch, tmp_path, start):
     """The judge starts the student process with an explicit environment that leaves the variable
-    out."""
+    out, forked from the template (warm) or started anew (cold). Each route is intercepted where
+    the environment is handed over, so the test does not depend on whether an earlier test in the
+    same process left a template running."""
     from autograder import judge
 
     seen = {}
@@ -364,24 +367,45 @@ def test_the_student_process_does_not_receive_the_folder(monkeypatch, tmp_path):
     class Stop(Exception):
         pass
 
+    def fake_spawn(channel_end, spec, env, startup_seconds):
+        seen.update(env=env, spec_env=spec["env"])
+        raise Stop
+
     def fake_popen(command, **kwargs):
         seen.update(kwargs)
         raise Stop
 
     monkeypatch.setenv(ENV_DIR, str(tmp_path))
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    monkeypatch.setattr(judge.subprocess, "Popen", fake_popen)
+    if start == "warm":
+        monkeypatch.setattr(judge.zygote, "spawn", fake_spawn)
+    else:
+        monkeypatch.setattr(judge.zygote, "spawn", lambda *args: None)
+        monkeypatch.setattr(judge.subprocess, "Popen", fake_popen)
     process = judge.StudentProcess(tmp_path, judge.Limits(), user=None)
     with pytest.raises(Stop):
         process.start()
-    assert "env" in seen and seen["env"] is not None, (
-        "the student process should get an explicit environment"
-    )
+    assert seen.get("env") is not None, "the student process should get an explicit environment"
     assert seen["env"].get("OMP_NUM_THREADS") == "1", (
         "sanity: the passed-through variables should reach the student"
     )
-    leaked = [k for k in seen["env"] if "ANSWERS" in k]
-    assert not leaked, f"the student process should not learn where the cache is, but got {leaked}"
+    for name in ("env", "spec_env"):
+        leaked = [k for k in seen.get(name) or {} if "ANSWERS" in k]
+        assert not leaked, (
+            f"the student process should not learn where the cache is, but its {name} has {leaked}"
+        )
+
+
+def test_the_template_does_not_receive_the_folder(monkeypatch, tmp_path):
+    """The warm start's template gets the student's environment less the per-student folders, so
+    the cache's folder (left out of the student's) cannot reach it either."""
+    from autograder import judge, zygote
+
+    monkeypatch.setenv(ENV_DIR, str(tmp_path))
+    template_env = zygote._template_env(judge._student_env(tmp_path))
+    leaked = [k for k in template_env if "ANSWERS" in k]
+    assert not leaked, f"the template should not learn where the cache is, but got {leaked}"
+    assert template_env["HOME"] == os.environ.get("HOME", "/")
 
 
 # ------------------------------------------------------------------ every assignment's reference
