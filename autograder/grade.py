@@ -3,8 +3,10 @@
 Two runners: ``"judge"`` (the default), the hardened grader of
 :mod:`autograder.judge`, where student code runs in a process of its own and
 never touches the hidden tests; and ``"otter"``, Otter's own ``otter run``,
-kept as the peer to compare with. Every submission is graded in its own
-process, so one that crashes, hangs or exits cannot take the others down. Nothing is
+kept as the peer to compare with. Every submission's student code runs in a
+process of its own, so one that crashes, hangs or exits cannot take the others
+down; in a batch, each worker's judge grades one submission after another
+(:mod:`autograder.judge_pool`), and one stopped by its timeout is replaced. Nothing is
 lost: a submission Otter could not grade still gets a ``results.json`` in
 Gradescope's format, scored 0, whose ``output`` says why.
 
@@ -29,10 +31,11 @@ import tempfile
 import time
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from autograder.judge_interface import Limits, question_order
+from autograder.judge_pool import STOP_GRACE_SECONDS, JudgePool, JudgeServer, job
 
 #: Gradescope's default limit for one submission is 10 minutes; a run that
 #: exceeds this is stopped and reported, and the batch goes on.
@@ -453,24 +456,32 @@ def _run_grading(
     limits: Limits | None,
     timeout: float,
     threads: int | None,
+    judge: JudgeServer | None = None,
 ) -> str | None:
-    """Run the grading process on the staged copy in ``scratch``; its files go to ``out_dir``. Why
-    it failed, or ``None``."""
+    """Run the grading process on the staged copy in ``scratch`` (``judge``'s next job when given,
+    else a process of its own); its files go to ``out_dir``. Why it failed, or ``None``."""
     produced = scratch / "out"
     produced.mkdir(mode=0o700)
-    command = _command(runner, autograder_zip, staged, produced) + _limit_flags(limits)
-    env = dict(os.environ, MPLBACKEND="Agg", PWD=str(scratch))
-    env.pop("OLDPWD", None)
-    # one thread wherever grading computes (the student process has one whatever this says): results
-    # and timing do not depend on the core count, and threads do not spin against each other on busy
-    # cores (many small least-squares solves of inductive_bias ran 10x slower so)
-    env.update(
-        OMP_NUM_THREADS=str(threads or 1),
-        MKL_NUM_THREADS=str(threads or 1),
-        OPENBLAS_NUM_THREADS="1",
-    )
     try:
-        proc = _run_stopping_politely(command, cwd=scratch, timeout=timeout, env=env)
+        if judge is not None and runner == "judge":
+            log = scratch / "judge.log"
+            code = judge.grade(
+                job(
+                    autograder_zip,
+                    staged,
+                    produced / "results.json",
+                    log,
+                    scratch,
+                    None if limits is None else asdict(limits),
+                ),
+                timeout,
+            )
+            output = log.read_text(errors="replace")[-400_000:] if log.is_file() else ""
+        else:
+            command = _command(runner, autograder_zip, staged, produced) + _limit_flags(limits)
+            env = grading_env(threads, PWD=str(scratch))
+            proc = _run_stopping_politely(command, cwd=scratch, timeout=timeout, env=env)
+            code, output = proc.returncode, proc.stdout[-200_000:] + "\n" + proc.stderr[-200_000:]
     except subprocess.TimeoutExpired:
         written = _graded_results(produced / "results.json")
         if written is None:
@@ -487,16 +498,34 @@ def _run_grading(
             f"stopped after {timeout:.0f} seconds, after writing its results\n"
         )
         return None
-    (out_dir / "grading.log").write_text(proc.stdout[-200_000:] + "\n" + proc.stderr[-200_000:])
+    (out_dir / "grading.log").write_text(output)
     _collect(produced, out_dir, staged.name, original_name)
-    if proc.returncode != 0 or not (out_dir / "results.json").is_file():
-        tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
+    if code != 0 or not (out_dir / "results.json").is_file():
+        tail = output.strip().splitlines()[-1:] or ["no output"]
         # the judge writes results for whatever a submission does: one that ended without them
         # failed itself
         from autograder.grading_errors import GradingError
 
-        raise GradingError(f"the autograder exited with code {proc.returncode}: {tail[0]}")
+        raise GradingError(f"the autograder exited with code {code}: {tail[0]}")
     return None
+
+
+def grading_env(threads: int | None, **extra: str) -> dict[str, str]:
+    """The grading process's environment: this one's, with ``extra``, and ``threads`` (default 1)
+    BLAS/OpenMP threads.
+
+    One thread wherever grading computes (the student process has one whatever this says): results
+    and timing do not depend on the core count, and threads do not spin against each other on busy
+    cores (many small least-squares solves of inductive_bias ran 10x slower so).
+    """
+    env = dict(os.environ, MPLBACKEND="Agg", **extra)
+    env.pop("OLDPWD", None)
+    env.update(
+        OMP_NUM_THREADS=str(threads or 1),
+        MKL_NUM_THREADS=str(threads or 1),
+        OPENBLAS_NUM_THREADS="1",
+    )
+    return env
 
 
 def _graded_results(path: Path) -> dict | None:
@@ -511,11 +540,6 @@ def _graded_results(path: Path) -> dict | None:
         if isinstance(results, dict) and isinstance(results.get("tests"), list) and results["tests"]
         else None
     )
-
-
-#: Seconds a grading process past its timeout gets, after SIGTERM, to stop its student's processes
-#: and remove its working folders, before SIGKILL.
-STOP_GRACE_SECONDS = 10.0
 
 
 def _run_stopping_politely(
@@ -552,6 +576,7 @@ def grade_one(
     threads: int | None = None,
     runner: str = "judge",
     limits: Limits | Mapping[str, float] | None = None,
+    judge: JudgeServer | None = None,
 ) -> GradeResult:
     """Grade ``submission`` (a ``.ipynb`` or Otter's export ``.zip``) with ``autograder_zip``.
 
@@ -568,7 +593,8 @@ def grade_one(
     may name students, reaches neither the grading process's command line
     nor the student's code. ``threads`` sets the grading process's
     BLAS/OpenMP threads (torch reads ``OMP_NUM_THREADS``; default 1, as the
-    judge computes and as the student process runs). Writes ``out_dir/results.json``
+    judge computes and as the student process runs). ``judge``: a long-lived judge to grade it
+    (:mod:`autograder.judge_pool`; else a judge process of its own). Writes ``out_dir/results.json``
     in every case. Never raises for a bad submission; raises
     ``FileNotFoundError`` if ``autograder_zip`` is missing and ``ValueError``
     for bad ``limits`` or ``timeout`` (see :func:`judge_limits`).
@@ -582,7 +608,9 @@ def grade_one(
     out_dir.mkdir(parents=True, exist_ok=True)
     changed = protect_inputs([submission], out_dir)
     try:
-        return _grade_one(autograder_zip, submission, out_dir, limits, timeout, threads, runner)
+        return _grade_one(
+            autograder_zip, submission, out_dir, limits, timeout, threads, runner, judge
+        )
     finally:
         restore_modes(changed, out_dir)
 
@@ -595,6 +623,7 @@ def _grade_one(
     timeout: float,
     threads: int | None,
     runner: str,
+    judge: JudgeServer | None = None,
 ) -> GradeResult:
     from autograder.grading_errors import GradingError, cause_of, grading_error_results
 
@@ -624,6 +653,7 @@ def _grade_one(
                         limits,
                         timeout,
                         threads,
+                        judge,
                     )
                 except GradingError as err:
                     seconds = time.perf_counter() - started
@@ -743,7 +773,14 @@ def _grade_many(
             path.write_text(json.dumps(grading_error_results(mismatch), indent=2))
             return GradeResult(Path(sub), path, {}, mismatch, grading_error=True)
         return grade_one(
-            autograder_zip, Path(sub), out_dir / label, timeout, threads, runner, limits
+            autograder_zip,
+            Path(sub),
+            out_dir / label,
+            timeout,
+            threads,
+            runner,
+            limits,
+            judges.server(),
         )
 
     bar = None
@@ -758,7 +795,12 @@ def _grade_many(
         if runner == "judge"
         else answers_cache.without_folder()
     )
-    with cache, ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+    # started within the cache's context: the judges inherit its folder
+    with (
+        cache,
+        JudgePool(grading_env(threads)) as judges,
+        ThreadPoolExecutor(max_workers=max(1, jobs)) as pool,
+    ):
         for label, result in zip(labels, pool.map(work, zip(submissions, labels))):
             result.label, result.out_of = label, out_of
             results.append(result)

@@ -210,7 +210,7 @@ def unresolved_imports(tests: Path) -> list[str]:
     resolve in this interpreter, naming the test file; for a module of the grader's own that a test
     imports (a check), the imports in its source (the reference solution it imports inside a
     function) too."""
-    return _scan(tests)[0]
+    return scan_imports(tests)[0]
 
 
 #: The grader's data modules, and how each finds its data without a notebook: ``(module, function,
@@ -221,12 +221,15 @@ DATA_FINDERS = {
 }
 
 
-def missing_data(autograder: Path) -> list[str]:
+def missing_data(autograder: Path, imported: list[str] | None = None) -> list[str]:
     """Why each dataset the assignment reads is not to be had here (one line each; empty when all
     are): the data modules (:data:`DATA_FINDERS`) that its support files (``files/*.py``), its
     tests, or the checks and references those import name, each asked to find its data as the
-    notebook and the reference will."""
-    wanted: set[str] = set(_scan(Path(autograder) / "tests")[1])
+    notebook and the reference will. ``imported``: the modules its tests import, when
+    :func:`scan_imports` has already listed them."""
+    if imported is None:
+        imported = scan_imports(Path(autograder) / "tests")[1]
+    wanted: set[str] = set(imported)
     for support in sorted((Path(autograder) / "files").glob("*.py")):
         try:
             wanted.update(module for module, _ in _imports(support.read_text(encoding="utf-8")))
@@ -242,11 +245,12 @@ def missing_data(autograder: Path) -> list[str]:
     return problems
 
 
-def _scan(tests: Path) -> tuple[list[str], list[str]]:
+def scan_imports(tests: Path) -> tuple[list[str], list[str]]:
     """:func:`unresolved_imports`'s lines, and every module the tests import or their grader's
-    modules do."""
+    modules do. Each of the grader's modules is parsed once, however many tests import from it."""
     problems: list[str] = []
     seen: dict[tuple[str, tuple[str, ...]], str | None] = {}
+    parsed: dict[Path, list[tuple[str, tuple[str, ...]]]] = {}
     for test in sorted(Path(tests).glob("*.py")):
         try:
             wanted = _imports(test.read_text(encoding="utf-8"))
@@ -258,7 +262,9 @@ def _scan(tests: Path) -> tuple[list[str], list[str]]:
                 problem, imported = _resolve(module, names)
                 source = _ours(imported)
                 if problem is None and source is not None:
-                    for inner in _imports(source.read_text(encoding="utf-8")):
+                    if source not in parsed:
+                        parsed[source] = _imports(source.read_text(encoding="utf-8"))
+                    for inner in parsed[source]:
                         if inner not in seen:
                             seen[inner] = _resolve(*inner)[0]
                         problem = problem or seen[inner]

@@ -2418,7 +2418,7 @@ def _grade(
         GradingError,
         judged_test_file,
         missing_data,
-        unresolved_imports,
+        scan_imports,
     )
 
     config = _autograder_config(autograder_zip)
@@ -2461,13 +2461,13 @@ def _grade(
         ag_config = AutograderConfig(config)
         # before any student code runs: a test whose check cannot be imported would cost every
         # student its points
-        unresolved = unresolved_imports(private / "tests")
+        unresolved, imported = scan_imports(private / "tests")
         if unresolved:
             raise GradingError(
                 f"the autograder's tests cannot import what they need: {'; '.join(unresolved)}"
             )
         # else the notebook's cells fail to load it, and every answer is missing
-        missing = missing_data(private)
+        missing = missing_data(private, imported)
         if missing:
             raise GradingError(
                 f"the data this assignment reads is missing here: {'; '.join(missing)}"
@@ -2501,6 +2501,11 @@ def _grade(
             notes.append(f"the notebook could not be started: {failure}")
 
         env = StudentEnvironment(session, names_read_by(test_files))
+        # what exists now (torch, the checks, the references, the notebook's map) is moved out of
+        # the collector's reach: each question's collection below then walks only what that
+        # question made (a full collection walks torch's objects too, about 0.2 CPU s each time);
+        # given back to it when the grading ends (a judge that grades many submissions frees them)
+        gc.freeze()
         for test_file in test_files:
             if session.remaining() <= 0:
                 _failed_results(
@@ -2525,6 +2530,7 @@ def _grade(
         grading.set_output("\n".join(notes))
         return with_public_summary(grading.to_gradescope_dict(ag_config), test_files)
     finally:
+        gc.unfreeze()
         if session is not None:
             session.process.stop(clean=False)
         later = [lambda: remove_tree(private)]  # the judge's copy of the hidden tests first
