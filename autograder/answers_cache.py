@@ -83,24 +83,29 @@ def folder() -> Path | None:
     if not value:
         return None
     path = Path(value)
-    try:
-        info = path.lstat()
-    except OSError as err:
-        _note(f"not used: {path} cannot be read ({err.strerror})")
-        return None
-    problem = None
-    if not stat.S_ISDIR(info.st_mode):
-        problem = "is not a directory (or is a symbolic link)"
-    elif info.st_uid != os.geteuid():
-        problem = f"is owned by user id {info.st_uid}, not by this process's user ({os.geteuid()})"
-    elif info.st_mode & 0o077:
-        problem = (
-            f"has mode {stat.S_IMODE(info.st_mode):o}: group or others may open it (0700 expected)"
-        )
+    problem = why_not_private(path)
     if problem:
         _note(f"not used: {path} {problem}")
         return None
     return path
+
+
+def why_not_private(path: Path) -> str | None:
+    """Why ``path`` cannot hold the cache (``None``: it can): it must be a directory (not a
+    symbolic link) of this process's user that group and others may not open."""
+    try:
+        info = path.lstat()
+    except OSError as err:
+        return f"cannot be read ({err.strerror})"
+    if not stat.S_ISDIR(info.st_mode):
+        return "is not a directory (or is a symbolic link)"
+    if info.st_uid != os.geteuid():
+        return f"is owned by user id {info.st_uid}, not by this process's user ({os.geteuid()})"
+    if info.st_mode & 0o077:
+        return (
+            f"has mode {stat.S_IMODE(info.st_mode):o}: group or others may open it (0700 expected)"
+        )
+    return None
 
 
 def fingerprint(name: str, sources: Iterable[str | Path] = ()) -> str:
@@ -354,3 +359,56 @@ def without_folder() -> Iterator[None]:
     finally:
         if previous is not None:
             os.environ[ENV_DIR] = previous
+
+
+def fill(assignment: str, directory: str | Path) -> None:
+    """Compute ``assignment``'s reference values that every grading reads into ``directory``
+    (created mode 0700, kept), with one thread as the judge computes them: its reference module's
+    ``fill_answers_cache()``. Where the grading environment is built (``docker/install.sh``), so
+    that a grading loads them instead of computing them.
+
+    Raises:
+        ValueError: ``assignment`` has no reference module with ``fill_answers_cache``, or
+            ``directory`` is not a private folder of this user (:func:`folder`).
+    """
+    import importlib
+
+    import torch
+
+    if not re.fullmatch(r"[a-z][a-z0-9_]*", assignment):
+        raise ValueError(f"not an assignment name: {assignment!r}")
+    try:
+        module = importlib.import_module(f"reference.{assignment}")
+    except ModuleNotFoundError:
+        module = None
+    if not hasattr(module, "fill_answers_cache"):
+        raise ValueError(
+            f"reference.{assignment} has no fill_answers_cache(): is it an assignment?"
+        )
+    torch.set_num_threads(1)
+    with batch_folder(directory):
+        module.fill_answers_cache()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m autograder.answers_cache fill ASSIGNMENT FOLDER``: the values every grading of
+    ``ASSIGNMENT`` reads, computed into ``FOLDER`` (:func:`fill`)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="python -m autograder.answers_cache", description=main.__doc__
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    fill_parser = commands.add_parser("fill", help="compute an assignment's reference values")
+    fill_parser.add_argument("assignment")
+    fill_parser.add_argument("folder", type=Path)
+    args = parser.parse_args(argv)
+    try:
+        fill(args.assignment, args.folder)
+    except ValueError as err:
+        parser.error(str(err))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

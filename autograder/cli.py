@@ -31,6 +31,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from autograder import answers_cache
 from autograder import build as build_mod
 from autograder import compare as compare_mod
 from autograder import grade as grade_mod
@@ -75,6 +76,19 @@ def _build(names: list[str], run_tests: bool) -> int:
     return 0
 
 
+def kept_answers(name: str) -> Path | None:
+    """``build/NAME/answers/``, where ``grade`` keeps the assignment's reference values from one
+    batch to the next (made mode 0700; each value is recomputed when its reference's code has
+    changed, :mod:`autograder.answers_cache`), or ``None`` when it cannot be this user's private
+    folder (another user made it): the batch then computes them in a folder of its own."""
+    folder = build_mod.BUILD / name / "answers"
+    try:
+        folder.mkdir(mode=0o700, exist_ok=True)
+    except OSError:
+        return None
+    return folder if answers_cache.why_not_private(folder) is None else None
+
+
 def _grade(
     name: str,
     submissions: list[Path],
@@ -95,6 +109,7 @@ def _grade(
         jobs=jobs,
         timeout=timeout,
         runner=runner,
+        answers_dir=kept_answers(name),
         limits=limits,
         assignment=name,
     )

@@ -53,7 +53,7 @@ from typing import Any
 if __name__ == "__main__":
     os.environ.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
 
-from autograder import channel, checks, private_dirs, zygote  # noqa: E402 - after the threads are set
+from autograder import answers_cache, channel, checks, private_dirs, zygote  # noqa: E402 - after the threads are set
 from autograder.judge_interface import GRADING_ERROR_FILE, Limits, question_order  # noqa: E402,F401 (this module's API)
 from autograder.rebound import KindWatch, NotebookMap, map_notebook  # noqa: E402 - as above
 
@@ -2757,9 +2757,15 @@ def find_gradescope_submission(folder: Path) -> Path:
     )
 
 
+#: The folder of Gradescope's ``/autograder`` where ``docker/install.sh`` puts the reference values
+#: (:func:`autograder.answers_cache.fill`; the cache refuses it unless it is root's own, mode 0700).
+ANSWERS_FOLDER = "answers"
+
+
 def run_gradescope(root: str | Path = "/autograder", limits: Limits = Limits()) -> dict:
     """Gradescope's entry point: grade ``root/submission`` with ``root/source``, write
-    ``root/results/results.json``.
+    ``root/results/results.json``, reading the reference values from ``root/answers`` when
+    ``docker/install.sh`` computed them there.
 
     Called by the ``run_otter.py`` that :mod:`autograder.build` puts in the
     autograder zip in place of Otter's, so the same zip runs the hardened judge.
@@ -2782,6 +2788,8 @@ def run_gradescope(root: str | Path = "/autograder", limits: Limits = Limits()) 
     results_path.parent.mkdir(parents=True, exist_ok=True)
     if _is_root():
         lock_down([root / "source", root / "results"])
+    if (root / ANSWERS_FOLDER).is_dir():  # the reference values docker/install.sh computed
+        os.environ[answers_cache.ENV_DIR] = str(root / ANSWERS_FOLDER)
     try:
         submission = find_gradescope_submission(root / "submission")
     except SubmissionError as err:

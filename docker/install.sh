@@ -24,7 +24,10 @@
 #               judge serves to the student process (about 8 MB; needs npm)
 #   autograder  build/ASSIGNMENT/autograder.zip unpacked into
 #               AUTOGRADER_DIR/source and its run_autograder copied to
-#               AUTOGRADER_DIR/run_autograder
+#               AUTOGRADER_DIR/run_autograder; then the reference values every
+#               grading reads, computed once into AUTOGRADER_DIR/answers (mode
+#               0700, `python -m autograder.answers_cache fill`), which the
+#               judge loads instead of computing them for each submission
 #   (always)    with --link-python DIR, DIR/python: a two-line script that
 #               runs the grading interpreter, since run_autograder calls
 #               `python` (not a symlink: Python finds its venv from the path
@@ -249,6 +252,8 @@ if wants autograder && [ -n "$assignment" ]; then
     run cp "$autograder_dir/source/run_autograder" "$autograder_dir/run_autograder"
   fi
   run chmod 755 "$autograder_dir/run_autograder"
+  run rm -rf "$autograder_dir/answers"
+  run env OMP_NUM_THREADS=1 "$py" -m autograder.answers_cache fill "$assignment" "$autograder_dir/answers"
 elif wants autograder; then
   note "no --assignment: the autograder step is skipped"
 fi

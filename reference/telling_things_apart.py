@@ -608,3 +608,12 @@ def answers() -> dict:
     ``chapter_hits`` (every place the chapter's list occurs, one).
     """
     return copy.deepcopy(_answers())
+
+
+def fill_answers_cache() -> None:
+    """Compute into the answers cache (:mod:`autograder.answers_cache`, the folder its variable
+    names) every reference value a grading of a correct notebook reads: :func:`answers` and the
+    two runs of the recipe (:func:`recipe_runs`). Run where the grading environment is built
+    (``docker/install.sh``), so that no grading computes them."""
+    answers()
+    recipe_runs()

@@ -544,3 +544,12 @@ def chapter_run(sweep: bool = True) -> dict:
     finally:
         torch.set_num_threads(previous)
     return out
+
+
+def fill_answers_cache() -> None:
+    """Compute into the answers cache (:mod:`autograder.answers_cache`, the folder its variable
+    names) every reference value a grading of a correct notebook reads: :func:`answers` and the
+    trainings on the reference split (:func:`trained_answers`). Run where the grading environment
+    is built (``docker/install.sh``), so that no grading computes them."""
+    answers()
+    trained_answers()

@@ -521,8 +521,10 @@ def test_a_batch_computes_the_answers_once_and_regrading_gives_the_same_scores(t
     ]
     computed = sum(log.count("answers cache: computed where_mlps_fail.answers") for log in logs)
     loaded = sum(log.count("answers cache: loaded where_mlps_fail.answers") for log in logs)
-    assert (computed, loaded) == (1, 2), (
-        f"one judge should compute the values and two load them: {computed}, {loaded}"
+    # two workers, each with one judge for the batch: the first grading computes the values, the
+    # other worker's judge loads them, and a judge that has them already in memory reads neither
+    assert computed == 1 and loaded in (1, 2), (
+        f"one judge should compute the values and the other load them: {computed}, {loaded}"
     )
     assert all(r.error is None for r in first), [r.error for r in first]
     assert first[0].total == first[0].possible, (
@@ -558,3 +560,48 @@ def test_a_batch_computes_the_answers_once_and_regrading_gives_the_same_scores(t
     assert all("answers cache: loaded where_mlps_fail.answers" in log for log in logs), (
         "every judge of the second batch should load the stored values"
     )
+
+
+# ------------------------------------------------------------------ filled where grading is built
+
+
+@pytest.mark.parametrize("name", ["no_such_assignment", "../where_mlps_fail", "Where_MLPs"])
+def test_fill_refuses_what_is_not_an_assignment(tmp_path, name):
+    with pytest.raises(ValueError) as info:
+        answers_cache.fill(name, tmp_path / "answers")
+    assert repr(name) in str(info.value) or f"reference.{name}" in str(info.value), info.value
+    assert not (tmp_path / "answers").exists(), "nothing should be made for a refused name"
+
+
+def test_fill_computes_the_values_into_a_private_folder_and_leaves_the_variable(
+    tmp_path, monkeypatch
+):
+    monkeypatch.delenv(ENV_DIR, raising=False)
+    folder = tmp_path / "answers"
+    answers_cache.fill("where_mlps_fail", folder)
+    actual = (stat.S_IMODE(folder.stat().st_mode), sorted(p.name for p in folder.glob("*.pt")))
+    assert actual == (0o700, ["where_mlps_fail.answers.pt"]), actual
+    assert ENV_DIR not in os.environ, "fill should restore the environment it found"
+
+
+def test_the_fill_command_names_a_bad_assignment_and_exits_2(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "autograder.answers_cache", "fill", "nope", str(tmp_path / "a")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2 and "reference.nope" in proc.stderr, (proc.returncode, proc.stderr)
+
+
+def test_grade_keeps_the_answers_in_the_build_folder_when_it_is_private(tmp_path, monkeypatch):
+    from autograder import build as build_mod
+    from autograder import cli
+
+    monkeypatch.setattr(build_mod, "BUILD", tmp_path)
+    (tmp_path / "where_mlps_fail").mkdir()
+    actual = cli.kept_answers("where_mlps_fail")
+    expected = tmp_path / "where_mlps_fail" / "answers"
+    assert actual == expected and stat.S_IMODE(expected.stat().st_mode) == 0o700, actual
+    expected.chmod(0o755)  # made open by someone: not trusted, each batch computes its own
+    assert cli.kept_answers("where_mlps_fail") is None

@@ -567,6 +567,11 @@ def test_install_dry_run_prints_the_pinned_commands_and_runs_nothing(tmp_path):
     assert [py, "-m", "zipfile", "-e", str(zip_path), str(ag / "source")] in commands
     assert any(c[:2] == [py, "-c"] and "point_at" in c[2] and c[3:] == [str(ag)] for c in commands)
     assert ["chmod", "755", str(ag / "run_autograder")] in commands
+    # the reference values computed once, where the grading environment is built
+    fill = ["env", "OMP_NUM_THREADS=1", py, "-m", "autograder.answers_cache", "fill",
+            "where_mlps_fail", str(ag / "answers")]
+    assert fill in commands
+    assert commands.index(["chmod", "755", str(ag / "run_autograder")]) < commands.index(fill)
     assert commands[-1] == ["write_python_wrapper", str(link / "python"), py]
 
     # The data cache grading reads (the judge's shared cache when root) gets Fashion-MNIST
@@ -705,6 +710,10 @@ def test_install_autograder_step_really_runs_into_a_scratch_dir(gs_build, tmp_pa
     assert (ag / "source" / "tests").is_dir() and (
         ag / "source" / "files" / "fashion_mlp.pt"
     ).is_file()
+    answers = ag / "answers"
+    actual = (stat.S_IMODE(answers.stat().st_mode), sorted(p.name for p in answers.glob("*.pt")))
+    expected = (0o700, ["where_mlps_fail.answers.pt"])
+    assert actual == expected, f"the reference values should be computed into {answers}: {actual}"
 
 
 def test_install_mnist_step_fills_the_cache_dir_it_is_given(tmp_path):
@@ -1098,6 +1107,9 @@ def test_install_script_builds_a_scratch_image_that_grades_offline(built_where_m
         assert scores and {q: s for q, (s, m) in scores.items() if s != m} == {}, (
             f"{results.get('output')}\n{stdout[-2000:]}"
         )
+        # the reference values install.sh computed are loaded, none computed again
+        cache_notes = [line for line in stdout.splitlines() if line.startswith("answers cache:")]
+        assert cache_notes == ["answers cache: loaded where_mlps_fail.answers"], cache_notes
         total = sum(m for _, m in scores.values())
         assert (
             total == total_points(ag / "source") and f"Total Score: {total:g} / {total:g}" in stdout

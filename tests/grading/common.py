@@ -14,6 +14,7 @@ import json
 import shutil
 from pathlib import Path
 
+from autograder import answers_cache
 from autograder.build import BuiltAssignment
 from autograder.grade import GradeResult, grade_many
 from tests.fixtures.submissions import Variant, apply
@@ -29,14 +30,17 @@ def grade_catalogue(
     built: BuiltAssignment,
     variants: list[Variant],
     tmp_path_factory,
-    answers_folder: Path,
     extra: dict[str, Path] | None = None,
 ) -> dict[str, GradeResult]:
     """The solution (``"solution"``, and again as each of :data:`REGRADES`), the blank student
     notebook (``"blank"``), every variant (by its name) and ``extra`` submissions, graded in one
-    batch: ``{label: GradeResult}``. The judges share the session's ``answers_folder`` (reference
-    values computed once per session, not once per batch)."""
+    batch: ``{label: GradeResult}``. The judges share an answers folder that
+    :func:`autograder.answers_cache.fill` filled first, as ``docker/install.sh`` fills
+    Gradescope's (:func:`assert_solution_computes_no_reference_value` checks that it holds what the
+    solution's gradings read)."""
     work = tmp_path_factory.mktemp(f"{built.name}_submissions")
+    answers_folder = work / "answers"
+    answers_cache.fill(built.name, answers_folder)
     subs = {"solution": built.solution, "blank": built.student_dir / f"{built.name}.ipynb"}
     for label in REGRADES:  # under its own name: a batch grades each file once
         subs[label] = work / f"{label}.ipynb"
@@ -67,6 +71,19 @@ def assert_regrades_identical(graded: dict[str, GradeResult]) -> None:
     first = shown(graded["solution"])
     for label in REGRADES:
         assert shown(graded[label]) == first, f"{label} differs from the solution's first grading"
+
+
+def assert_solution_computes_no_reference_value(graded: dict[str, GradeResult]) -> None:
+    """Each grading of the solution loaded every reference value it read from the folder
+    :func:`autograder.answers_cache.fill` filled (its log notes each value loaded or computed):
+    what ``docker/install.sh`` computes is all that a correct notebook's grading needs."""
+    for label in ("solution", *REGRADES):
+        log = (Path(graded[label].results_path).parent / "grading.log").read_text()
+        notes = [line for line in log.splitlines() if line.startswith("answers cache:")]
+        computed = [line for line in notes if not line.startswith("answers cache: loaded ")]
+        assert notes and not computed, (
+            f"{label}: the grading should only load reference values, but its log says {notes}"
+        )
 
 
 def expected_scores(

@@ -27,14 +27,18 @@ def built(tmp_path_factory, answers_folder):
 
 
 @pytest.fixture(scope="module")
-def graded(built, tmp_path_factory, answers_folder):
+def graded(built, tmp_path_factory):
     """Every submission of this module graded once: ``{label: GradeResult}``."""
     variants = WRONG + ALTERNATIVE + [v for v, _ in HOSTILE + CARRIED_FORWARD]
-    return common.grade_catalogue(built, variants, tmp_path_factory, answers_folder)
+    return common.grade_catalogue(built, variants, tmp_path_factory)
 
 
 def test_catalogue_is_large_enough():
     assert len(WRONG) >= 8 and len(ALTERNATIVE) >= 4
+
+
+def test_the_solutions_gradings_load_every_reference_value_install_computes(graded):
+    common.assert_solution_computes_no_reference_value(graded)
 
 
 def test_solution_scores_full_marks(graded):

@@ -57,13 +57,12 @@ def built(tmp_path_factory, answers_folder):
 
 
 @pytest.fixture(scope="module")
-def graded(built, readable_mnist, tmp_path_factory, answers_folder):
+def graded(built, readable_mnist, tmp_path_factory):
     """Every submission of this module graded once: ``{label: GradeResult}``."""
     return common.grade_catalogue(
         built,
         WRONG + ALTERNATIVE + [v for v, _ in CARRIED_FORWARD],
         tmp_path_factory,
-        answers_folder,
     )
 
 
@@ -74,6 +73,10 @@ def test_catalogue_is_large_enough():
     assert {v.loses for v in WRONG} <= set(EXPECTED_POINTS), (
         "a mistake names a question the notebook does not have"
     )
+
+
+def test_the_solutions_gradings_load_every_reference_value_install_computes(graded):
+    common.assert_solution_computes_no_reference_value(graded)
 
 
 def test_solution_scores_full_marks(graded):

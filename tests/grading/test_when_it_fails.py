@@ -66,10 +66,10 @@ def built(tmp_path_factory, answers_folder):
 
 
 @pytest.fixture(scope="module")
-def graded(built, tmp_path_factory, answers_folder):
+def graded(built, tmp_path_factory):
     """Every submission of this module graded once: ``{label: GradeResult}``."""
     variants = WRONG + ALTERNATIVE + [v for v, _ in CARRIED_FORWARD + SPECIAL_CASED]
-    return common.grade_catalogue(built, variants, tmp_path_factory, answers_folder)
+    return common.grade_catalogue(built, variants, tmp_path_factory)
 
 
 #: Busy processes beside the loaded grading: twice the core count (a load of about 6 on 2 cores lost
@@ -114,6 +114,10 @@ def test_the_solution_graded_while_busy_processes_hold_the_cpu_shows_what_it_sho
     assert common.shown(loaded) == common.shown(graded["solution"]), (
         "the loaded grading differs from the idle one"
     )
+
+
+def test_the_solutions_gradings_load_every_reference_value_install_computes(graded):
+    common.assert_solution_computes_no_reference_value(graded)
 
 
 def test_solution_scores_full_marks(graded):

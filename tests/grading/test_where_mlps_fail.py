@@ -28,7 +28,7 @@ EXPECTED_POINTS = {
 
 
 @pytest.fixture(scope="module")
-def graded(built_where_mlps_fail, tmp_path_factory, answers_folder, repo):
+def graded(built_where_mlps_fail, tmp_path_factory, repo):
     """Every submission of this module graded once: ``{label: GradeResult}``."""
     examples = {
         example: repo / "assignments" / NAME / "examples" / f"{example}.ipynb"
@@ -36,8 +36,12 @@ def graded(built_where_mlps_fail, tmp_path_factory, answers_folder, repo):
     }
     variants = WRONG + ALTERNATIVE + [v for v, _ in CARRIED_FORWARD]
     return common.grade_catalogue(
-        built_where_mlps_fail, variants, tmp_path_factory, answers_folder, extra=examples
+        built_where_mlps_fail, variants, tmp_path_factory, extra=examples
     )
+
+
+def test_the_solutions_gradings_load_every_reference_value_install_computes(graded):
+    common.assert_solution_computes_no_reference_value(graded)
 
 
 def test_solution_scores_full_marks(graded):
