@@ -35,7 +35,7 @@ def repo() -> Path:
 
 #: Modules marked ``exclusive``: the sandbox tests of the student process (the user ``nobody``,
 #: fixtures in /tmp and /dev/shm), which a grading running beside them disturbs. ``bin/test`` runs
-#: them in a second pass, alone.
+#: them, and single tests marked ``@pytest.mark.exclusive``, in a second pass, alone.
 EXCLUSIVE_MODULES = ("tests/test_student_process.py",)
 
 
