@@ -35,7 +35,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from autograder.judge_interface import Limits, question_order
-from autograder.judge_pool import STOP_GRACE_SECONDS, JudgePool, JudgeServer, job
+from autograder.judge_pool import JudgePool, JudgeServer, job, stop_politely
 
 #: Gradescope's default limit for one submission is 10 minutes; a run that
 #: exceeds this is stopped and reported, and the batch goes on.
@@ -546,8 +546,9 @@ def _run_stopping_politely(
     command: list[str], cwd: Path, timeout: float, env: dict
 ) -> subprocess.CompletedProcess:
     """``subprocess.run(command, capture_output=True, text=True, ...)``, but past ``timeout``
-    (seconds) the process is sent SIGTERM, and SIGKILL only :data:`STOP_GRACE_SECONDS` later
-    (``subprocess.run`` kills at once, and a judge killed so leaves its working folders behind).
+    (seconds) the process is stopped politely (:func:`autograder.judge_pool.stop_politely`: SIGTERM,
+    and SIGKILL only a grace period later), where ``subprocess.run`` kills at once, and a judge
+    killed so leaves its working folders behind.
 
     Raises:
         subprocess.TimeoutExpired: the process ran past ``timeout``.
@@ -558,12 +559,7 @@ def _run_stopping_politely(
         try:
             stdout, stderr = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
-            proc.terminate()
-            try:
-                proc.communicate(timeout=STOP_GRACE_SECONDS)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.communicate()
+            stop_politely(proc, lambda timeout: proc.communicate(timeout=timeout))
             raise
     return subprocess.CompletedProcess(command, proc.returncode, stdout, stderr)
 

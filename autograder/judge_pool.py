@@ -27,7 +27,9 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 #: Seconds a grading process past its timeout gets, after SIGTERM, to stop its student's processes
 #: and remove its working folders, before SIGKILL.
@@ -36,14 +38,19 @@ STOP_GRACE_SECONDS = 10.0
 EXIT_SECONDS = 30.0
 
 
-def stop_politely(proc: subprocess.Popen) -> None:
-    """SIGTERM, then SIGKILL :data:`STOP_GRACE_SECONDS` later if it has not ended; reaped."""
+def stop_politely(
+    proc: subprocess.Popen, wait: Callable[[float | None], Any] | None = None
+) -> None:
+    """SIGTERM, then SIGKILL :data:`STOP_GRACE_SECONDS` later if it has not ended; reaped.
+    ``wait(timeout)`` waits for it to end (default ``proc.wait``; ``proc.communicate`` for a process
+    whose output pipes must be drained meanwhile)."""
+    wait = wait or (lambda timeout: proc.wait(timeout=timeout))
     proc.terminate()
     try:
-        proc.wait(timeout=STOP_GRACE_SECONDS)
+        wait(STOP_GRACE_SECONDS)
     except subprocess.TimeoutExpired:
         proc.kill()
-        proc.wait()
+        wait(None)
 
 
 class JudgeServer:

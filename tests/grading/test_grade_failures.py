@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 
 from autograder import grade as grade_module
+from autograder import judge_pool
 from autograder.grade import (
     DEFAULT_TIMEOUT,
     JUDGE_MARGIN,
@@ -1159,7 +1160,7 @@ def test_a_grading_past_its_timeout_is_asked_to_stop_before_it_is_killed(tmp_pat
             [sys.executable, "-c", polite], cwd=tmp_path, timeout=3, env=dict(os.environ)
         )
     assert marker.read_text() == "yes", "the grading process should have been sent SIGTERM first"
-    monkeypatch.setattr(grade_module, "STOP_GRACE_SECONDS", 1.0)
+    monkeypatch.setattr(judge_pool, "STOP_GRACE_SECONDS", 1.0)
     stubborn = (
         "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\ntime.sleep(60)\n"
     )
