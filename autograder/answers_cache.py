@@ -367,6 +367,9 @@ def fill(assignment: str, directory: str | Path) -> None:
     ``fill_answers_cache()``. Where the grading environment is built (``docker/install.sh``), so
     that a grading loads them instead of computing them.
 
+    In a process of its own (``python -m autograder.answers_cache fill``): the references keep
+    what they computed in memory, and a value this process holds already is not written again.
+
     Raises:
         ValueError: ``assignment`` has no reference module with ``fill_answers_cache``, or
             ``directory`` is not a private folder of this user (:func:`folder`).

@@ -2427,6 +2427,7 @@ def _grade(
 
     user = None
     notes = []
+    checks.forget_grading()  # nothing an earlier grading of this judge kept stands for this one
     private_lock = contextlib.ExitStack()
     if _is_root():
         # never run student code as root: it could read the references and write the results. The
@@ -2530,6 +2531,7 @@ def _grade(
         grading.set_output("\n".join(notes))
         return with_public_summary(grading.to_gradescope_dict(ag_config), test_files)
     finally:
+        checks.forget_grading()  # nor holds the student's functions past it
         gc.unfreeze()
         if session is not None:
             session.process.stop(clean=False)

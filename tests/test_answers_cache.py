@@ -573,15 +573,19 @@ def test_fill_refuses_what_is_not_an_assignment(tmp_path, name):
     assert not (tmp_path / "answers").exists(), "nothing should be made for a refused name"
 
 
-def test_fill_computes_the_values_into_a_private_folder_and_leaves_the_variable(
-    tmp_path, monkeypatch
-):
-    monkeypatch.delenv(ENV_DIR, raising=False)
+def test_the_fill_command_computes_the_values_into_a_private_folder(tmp_path):
     folder = tmp_path / "answers"
-    answers_cache.fill("where_mlps_fail", folder)
+    proc = subprocess.run(
+        [sys.executable, "-m", "autograder.answers_cache", "fill", "where_mlps_fail", str(folder)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={k: v for k, v in os.environ.items() if k != ENV_DIR},
+    )
+    assert proc.returncode == 0, proc.stderr
     actual = (stat.S_IMODE(folder.stat().st_mode), sorted(p.name for p in folder.glob("*.pt")))
     assert actual == (0o700, ["where_mlps_fail.answers.pt"]), actual
-    assert ENV_DIR not in os.environ, "fill should restore the environment it found"
+    assert "answers cache: computed where_mlps_fail.answers" in proc.stderr, proc.stderr
 
 
 def test_the_fill_command_names_a_bad_assignment_and_exits_2(tmp_path):

@@ -139,6 +139,23 @@ def test_each_worker_thread_has_its_own_server_and_close_ends_them_all(stand_in,
     assert not any(_alive(pid) for pid in pids), f"close() should end every server: {pids}"
 
 
+def test_a_verdict_of_one_grading_is_forgotten_before_the_next():
+    """The checks' verdicts are keyed by the student's names (``once``): a judge that grades one
+    submission after another forgets them between gradings, or the blank notebook's ``shift_right``
+    verdict would stand for the next notebook's (as a batch showed before ``forget_grading``)."""
+    from autograder import checks
+
+    def fails():
+        raise checks.CheckFailure("returned None")
+
+    student = object()
+    first = checks.once("shift_right", (student,), fails)
+    checks.forget_grading()
+    second = checks.once("shift_right", (student,), lambda: None)
+    checks.forget_grading()
+    assert str(first) == "returned None" and second is None, (first, second)
+
+
 # ------------------------------------------------------------------ the real server, end to end
 
 

@@ -712,8 +712,27 @@ def expect_sequence(
     return value
 
 
-#: Outcomes of :func:`once`, for this grading (the judge grades one submission per process).
-_OUTCOMES: dict[tuple, tuple[tuple, CheckFailure | None]] = {}
+#: What the checks keep for the grading under way only, each a dict registered by
+#: :func:`per_grading`: emptied as each grading begins and ends (:func:`forget_grading`), since a
+#: judge grades one submission after another and these are keyed by the student's names.
+_PER_GRADING: list[dict] = []
+
+
+def per_grading(store: dict) -> dict:
+    """``store``, registered to be emptied by :func:`forget_grading`."""
+    _PER_GRADING.append(store)
+    return store
+
+
+def forget_grading() -> None:
+    """Empty what the checks kept for one grading (:func:`per_grading`): a verdict or a network of
+    one submission must never stand for the next one's."""
+    for store in _PER_GRADING:
+        store.clear()
+
+
+#: Outcomes of :func:`once`, for the grading under way.
+_OUTCOMES: dict[tuple, tuple[tuple, CheckFailure | None]] = per_grading({})
 
 
 def _identity(value: Any) -> tuple:

@@ -128,6 +128,7 @@ from autograder.checks import (
     expect_tensor,
     expect_type,
     keys_shown,
+    per_grading,
     relative_distance,
 )
 from autograder.checks.properties import given, run_property, seeded_images, st
@@ -336,7 +337,8 @@ def _property_model(model: Any, weights: Any, mlp: Any) -> tuple[Any, nn.Module,
     return fresh, local, False
 
 
-_MODEL_VALUES: dict[str, dict] = {}
+#: The reference's values of each network the checks were given, by its weights' digest.
+_MODEL_VALUES: dict[str, dict] = per_grading({})
 
 
 def _fingerprint(model: nn.Module) -> str:

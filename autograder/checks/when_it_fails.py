@@ -114,6 +114,7 @@ from autograder.checks import (
     is_diverging_map,
     keys_shown,
     once,
+    per_grading,
     quoted,
     relative_distance,
 )
@@ -430,7 +431,7 @@ def _retrained(
 
 #: The network each student ``train_mlp`` gives with its defaults, by the data it was given (one
 #: training per grading, however many questions ask): ``{key: (kept alive, MLP)}``.
-_DEFAULT_NETWORKS: dict[tuple, tuple[tuple, MLP]] = {}
+_DEFAULT_NETWORKS: dict[tuple, tuple[tuple, MLP]] = per_grading({})
 
 
 def _default_network(train_mlp: Any, data: dict[str, torch.Tensor]) -> MLP:

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import filecmp
 import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
-from autograder import answers_cache
 from autograder.build import BuiltAssignment
 from autograder.grade import GradeResult, grade_many
 from tests.fixtures.submissions import Variant, apply
@@ -35,12 +37,19 @@ def grade_catalogue(
     """The solution (``"solution"``, and again as each of :data:`REGRADES`), the blank student
     notebook (``"blank"``), every variant (by its name) and ``extra`` submissions, graded in one
     batch: ``{label: GradeResult}``. The judges share an answers folder that
-    :func:`autograder.answers_cache.fill` filled first, as ``docker/install.sh`` fills
+    ``python -m autograder.answers_cache fill`` filled first, as ``docker/install.sh`` fills
     Gradescope's (:func:`assert_solution_computes_no_reference_value` checks that it holds what the
     solution's gradings read)."""
     work = tmp_path_factory.mktemp(f"{built.name}_submissions")
     answers_folder = work / "answers"
-    answers_cache.fill(built.name, answers_folder)
+    # as docker/install.sh fills it: in a process of its own (this one may hold the values in
+    # memory already, and would then not write them)
+    subprocess.run(
+        [sys.executable, "-m", "autograder.answers_cache", "fill", built.name, str(answers_folder)],
+        check=True,
+        env=dict(os.environ, OMP_NUM_THREADS="1"),
+        timeout=900,
+    )
     subs = {"solution": built.solution, "blank": built.student_dir / f"{built.name}.ipynb"}
     for label in REGRADES:  # under its own name: a batch grades each file once
         subs[label] = work / f"{label}.ipynb"
