@@ -2136,8 +2136,8 @@ def lock_down(paths: list[Path]) -> list[str]:
     return changed
 
 
-_USER_CHECKED: dict[int, str | None] = {}
-"""Why each uid probed cannot run this package (``None``: it can), by uid."""
+_USER_CHECKED: dict[int, None] = {}
+"""The uids a probe found can run this package (:func:`_user_problem`)."""
 
 
 def _sandbox_account() -> pwd.struct_passwd:
@@ -2154,11 +2154,16 @@ def _sandbox_account() -> pwd.struct_passwd:
 
 
 def _user_problem(uid: int, gid: int) -> str | None:
-    """Why ``uid`` cannot run this package with this interpreter (``None``: it can), probed once per
-    judge."""
-    if uid not in _USER_CHECKED:
-        _USER_CHECKED[uid] = _probe_user(uid, gid)
-    return _USER_CHECKED[uid]
+    """Why ``uid`` cannot run this package with this interpreter (``None``: it can). A success is
+    remembered for the judge's life; a failure is probed again next time (a probe stopped by a
+    loaded machine, or by another grading's student, must not fail every later grading of a judge
+    that grades one submission after another)."""
+    if uid in _USER_CHECKED:
+        return None
+    problem = _probe_user(uid, gid)
+    if problem is None:
+        _USER_CHECKED[uid] = None
+    return problem
 
 
 def _sandbox_user() -> pwd.struct_passwd | None:

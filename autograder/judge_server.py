@@ -29,6 +29,7 @@ new one (:class:`autograder.grade.JudgeServer`).
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import os
 import signal
@@ -36,6 +37,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+from autograder import zygote
 from autograder.judge import Limits, _exit_on_signal, grade_submission, summary_line
 
 
@@ -64,6 +66,7 @@ def run_job(job: dict) -> None:
     """Grade one job (the module's docstring says its fields)."""
     limits = Limits(**job["limits"]) if job.get("limits") else Limits()
     submission = Path(job["submission"])
+    zygote.try_warm_again()  # an earlier job's failed warm start decides nothing for this one
     with _output_to(Path(job["log"])):
         os.chdir(job["cwd"])
         try:
@@ -73,6 +76,9 @@ def run_job(job: dict) -> None:
             print(f"{submission.name}: {summary_line(results)}", flush=True)
         finally:
             os.chdir("/")  # the job's folder is removed once it is done
+    # what the grading left in reference cycles (the student's values its checks held) is freed
+    # now, before the next grading moves what exists out of the collector's reach (gc.freeze)
+    gc.collect()
 
 
 def main() -> int:

@@ -202,6 +202,14 @@ def go_cold(reason: str) -> None:
         _TEMPLATE = None
 
 
+def try_warm_again() -> None:
+    """Forget why the warm start failed, so that the next student process tries it again (a judge
+    that grades one submission after another: one failure, perhaps of a loaded moment, must not
+    make every later submission start cold)."""
+    global _COLD_BECAUSE
+    _COLD_BECAUSE = None
+
+
 def reset() -> None:
     """Stop the template and forget why the warm start failed (tests)."""
     global _TEMPLATE, _COLD_BECAUSE

@@ -156,6 +156,31 @@ def test_a_verdict_of_one_grading_is_forgotten_before_the_next():
     assert str(first) == "returned None" and second is None, (first, second)
 
 
+def test_a_failed_probe_of_the_sandbox_user_is_tried_again_and_a_success_kept(monkeypatch):
+    """A probe stopped once (a loaded moment) must not fail every later grading of the judge."""
+    from autograder import judge
+
+    answers = iter(["it was stopped", None])
+    probed = []
+
+    def probe(uid, gid):
+        probed.append(uid)
+        return next(answers)
+
+    monkeypatch.setattr(judge, "_USER_CHECKED", {})
+    monkeypatch.setattr(judge, "_probe_user", probe)
+    actual = [judge._user_problem(65534, 65534) for _ in range(3)]
+    assert actual == ["it was stopped", None, None] and len(probed) == 2, (actual, probed)
+
+
+def test_the_next_grading_tries_the_warm_start_again(monkeypatch):
+    from autograder import zygote
+
+    monkeypatch.setattr(zygote, "_COLD_BECAUSE", "a forked student process did not start")
+    zygote.try_warm_again()
+    assert zygote._COLD_BECAUSE is None
+
+
 # ------------------------------------------------------------------ the real server, end to end
 
 
