@@ -463,7 +463,7 @@ def _run_grading(
     produced = scratch / "out"
     produced.mkdir(mode=0o700)
     try:
-        if judge is not None and runner == "judge":
+        if judge is not None:
             log = scratch / "judge.log"
             code = judge.grade(
                 job(
@@ -589,8 +589,9 @@ def grade_one(
     may name students, reaches neither the grading process's command line
     nor the student's code. ``threads`` sets the grading process's
     BLAS/OpenMP threads (torch reads ``OMP_NUM_THREADS``; default 1, as the
-    judge computes and as the student process runs). ``judge``: a long-lived judge to grade it
-    (:mod:`autograder.judge_pool`; else a judge process of its own). Writes ``out_dir/results.json``
+    judge computes and as the student process runs). ``judge``: with the judge runner, a
+    long-lived judge to grade it (:mod:`autograder.judge_pool`; else a judge process of its own).
+    Writes ``out_dir/results.json``
     in every case. Never raises for a bad submission; raises
     ``FileNotFoundError`` if ``autograder_zip`` is missing and ``ValueError``
     for bad ``limits`` or ``timeout`` (see :func:`judge_limits`).
@@ -776,7 +777,7 @@ def _grade_many(
             threads,
             runner,
             limits,
-            judges.server(),
+            judges.server() if runner == "judge" else None,
         )
 
     bar = None

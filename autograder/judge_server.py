@@ -23,7 +23,7 @@ another user, cannot reach). Each grading claims its own sandbox slot, stops
 every process of its student, and removes what they left, as a one-off judge
 does. A job that runs past ``grade``'s timeout ends the server
 (:data:`signal.SIGTERM`, as for a one-off judge), and the next job starts a
-new one (:class:`autograder.grade.JudgeServer`).
+new one (:class:`autograder.judge_pool.JudgeServer`).
 """
 
 from __future__ import annotations

@@ -141,8 +141,8 @@ def test_each_worker_thread_has_its_own_server_and_close_ends_them_all(stand_in,
 
 def test_a_verdict_of_one_grading_is_forgotten_before_the_next():
     """The checks' verdicts are keyed by the student's names (``once``): a judge that grades one
-    submission after another forgets them between gradings, or the blank notebook's ``shift_right``
-    verdict would stand for the next notebook's (as a batch showed before ``forget_grading``)."""
+    submission after another forgets them between gradings, so a blank notebook's ``shift_right``
+    verdict never stands for the next notebook's."""
     from autograder import checks
 
     def fails():
