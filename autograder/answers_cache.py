@@ -17,7 +17,7 @@ The values decide scores, so the cache is trusted only as far as this:
   0700, and a folder that is not a real directory owned by the current user
   with no rights for group or others is not used at all;
 * the student process never gets the variable (the judge starts it with an
-  explicit environment, :meth:`autograder.judge.StudentProcess.start`) and,
+  explicit environment, :meth:`autograder.student_process.StudentProcess.start`) and,
   when grading runs as root, runs as another user, who cannot enter the
   folder;
 * a file is loaded only if it is a regular file (not a symbolic link),

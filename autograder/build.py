@@ -95,7 +95,7 @@ import os
 os.environ.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
 
 from autograder.grading_errors import cause_of  # noqa: E402
-from autograder.judge import run_gradescope as run_autograder  # noqa: E402
+from autograder.gradescope_entry import run_gradescope as run_autograder  # noqa: E402
 
 if __name__ == "__main__":
     results = run_autograder("{root}")

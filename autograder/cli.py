@@ -36,7 +36,9 @@ from autograder import build as build_mod
 from autograder import compare as compare_mod
 from autograder import grade as grade_mod
 from autograder import report as report_mod
+from autograder.judge_interface import DEFAULT_TIMEOUT
 from autograder.outcomes import BatchError
+from autograder.scores import format_table
 from autograder.student_package import StudentPackageError, build_student_package, student_modules
 
 #: ``grade``'s exit status when the autograder itself failed on a submission (a grading error).
@@ -113,7 +115,7 @@ def _grade(
         limits=limits,
         assignment=name,
     )
-    print(grade_mod.format_table(results))
+    print(format_table(results))
     print(f"results: {out}/<submission>/results.json; table: {out / 'scores.csv'}")
     print(f"report:  {report_mod.write_report(out, name)}")
     return results
@@ -346,7 +348,7 @@ def main(argv: list[str] | None = None) -> int:
             _build(names, run_tests=True)
             for name in names:
                 print(f"\n== {name}: grading the bundled example submissions ==", flush=True)
-                _grade(name, bundled_examples(name), None, args.jobs, grade_mod.DEFAULT_TIMEOUT)
+                _grade(name, bundled_examples(name), None, args.jobs, DEFAULT_TIMEOUT)
             return 0
         if args.command == "train":
             from autograder.training import train_where_mlps_fail

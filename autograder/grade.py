@@ -14,150 +14,47 @@ Outputs, under ``out_dir``:
 
 * ``<submission name>/results.json`` — Otter's Gradescope results;
 * ``scores.csv`` — one row per submission, one column per question;
-* the same table printed by :func:`format_table`.
+* the same table printed by :func:`autograder.scores.format_table`.
+
+Each submission's files are found, staged and protected by :mod:`autograder.staging`.
 """
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 import os
-import shutil
-import stat
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, fields
 from pathlib import Path
 
-from autograder.judge_interface import Limits, question_order
+from autograder.judge_interface import DEFAULT_TIMEOUT, Limits
 from autograder.judge_pool import JudgePool, JudgeServer, job, stop_politely
+from autograder.results import NOT_GRADED, failure_results, question_scores
+from autograder.scores import GradeResult, write_csv
+from autograder.staging import (
+    batch_labels,
+    collect_outputs,
+    file_to_grade,
+    protect_inputs,
+    restore_modes,
+    stage_submission,
+)
 
-#: Gradescope's default limit for one submission is 10 minutes; a run that
-#: exceeds this is stopped and reported, and the batch goes on.
-DEFAULT_TIMEOUT = 600.0
 #: Seconds the judge process needs beyond its whole-run deadline (importing
 #: torch and Otter, stopping the student process, writing the results): a
 #: submission's timeout is the judge's deadline plus this (540 + 60 = 600).
 JUDGE_MARGIN = 60.0
+
+
 #: The least margin accepted when both a timeout and limits are given: a
 #: judge stopped from outside before its deadline loses everything graded.
 MIN_JUDGE_MARGIN = 10.0
-#: The private copy of a submission is named this plus the original suffix, in lower case.
-STAGED_STEM = "staged-submission"
-
-
-@dataclass
-class GradeResult:
-    """One submission's grade.
-
-    ``scores`` maps question name to ``(score, max_score)``; ``error`` is
-    ``None`` when Otter graded the submission, else why it could not.
-    """
-
-    submission: Path
-    results_path: Path
-    scores: dict[str, tuple[float, float]] = field(default_factory=dict)
-    error: str | None = None
-    seconds: float = 0.0
-    #: the name of its outputs' folder and its row in a batch (:func:`batch_labels`); ``None``: its
-    #: file name
-    label: str | None = None
-    #: the assignment's points (its autograder zip's tests), which a row that could not be graded is
-    #: out of when no submission of its batch was graded; ``None`` if unknown
-    out_of: float | None = None
-    #: whether ``error`` is the grader's own fault (:mod:`autograder.grading_errors`), not the
-    #: submission's
-    grading_error: bool = False
-
-    @property
-    def shown_error(self) -> str | None:
-        """``error`` as the table and scores.csv show it: a grading error's begins ``grading error:
-        ``."""
-        if self.error is None or not self.grading_error:
-            return self.error
-        from autograder.grading_errors import LABEL
-
-        return f"{LABEL}: {self.error}"
-
-    @property
-    def total(self) -> float:
-        return sum(s for s, _ in self.scores.values())
-
-    @property
-    def possible(self) -> float:
-        return sum(m for _, m in self.scores.values())
-
-
-#: How the output of a submission that could not be graded begins; the reason follows.
-NOT_GRADED = "This submission could not be graded: "
-
-
-def failure_results(reason: str, seconds: float = 0.0) -> dict:
-    """Gradescope results for a submission that could not be graded: score 0 and the reason."""
-    return {
-        "score": 0.0,
-        "execution_time": round(seconds, 3),
-        "output": f"{NOT_GRADED}{reason}",
-        "output_format": "text",
-        "visibility": "visible",
-        "stdout_visibility": "hidden",
-        "tests": [],
-    }
-
-
-def question_scores(results: dict) -> dict[str, tuple[float, float]]:
-    """``{question: (score, max_score)}`` from Otter's results, skipping the 0-point public
-    summary."""
-    scores = {}
-    for test in results.get("tests", []):
-        if test.get("max_score") in (None, 0):
-            continue
-        name = str(test["name"]).split(" - ")[0]
-        score, possible = scores.get(name, (0.0, 0.0))
-        scores[name] = (
-            score + float(test.get("score") or 0.0),
-            possible + float(test["max_score"]),
-        )
-    return scores
-
-
-#: names in a batch's output folder that no submission's folder may take (:func:`batch_labels`)
-RESERVED_LABELS = frozenset({"scores.csv", "report.html", "compare.csv"})
-
-
-def submission_label(path: Path) -> str:
-    """A folder name for a submission's outputs: its file name without the extension.
-
-    A name of dots only, or none (``...ipynb``, ``.ipynb``), would name the
-    output folder itself or its parent (``...ipynb``'s results would be
-    written beside the batch's folder); its dots become underscores.
-    """
-    label = path.name.rsplit(".", 1)[0] if "." in path.name else path.name
-    return label if label.strip(".") else label.replace(".", "_") or "_"
-
-
-def batch_labels(submissions: list[Path]) -> list[str]:
-    """One distinct label per submission (:func:`submission_label`), in order: a label already taken
-    gets the first free ``-2``, ``-3``... suffix (``a/x``, ``b/x`` and ``c/x-2`` are x, x-2 and
-    x-2-2: counting only repeats of a file name would give two "x-2", and one would overwrite the
-    other's results). The batch's own table is taken from the start (:data:`RESERVED_LABELS`: a
-    submission's folder named ``scores.csv`` would stop the table being written)."""
-    labels: list[str] = []
-    taken: set[str] = set(RESERVED_LABELS)
-    for sub in submissions:
-        base = label = submission_label(Path(sub))
-        n = 1
-        while label in taken:
-            n += 1
-            label = f"{base}-{n}"
-        taken.add(label)
-        labels.append(label)
-    return labels
 
 
 RUNNERS = ("judge", "otter")
@@ -274,178 +171,6 @@ def _limit_flags(limits: Limits | None) -> list[str]:
     ]
 
 
-def protect_inputs(submissions: list[Path], out_dir: Path) -> dict[str, int]:
-    """When grading runs as root: make the submissions, their folders and ``out_dir`` unreadable to
-    other users.
-
-    Student code runs as another, unprivileged user (``autograder.judge``),
-    who could otherwise read the other submissions of a batch (or list their
-    file names, which may name students) and the results written so far.
-    Files and folders lose every permission of "group" and "other"; a folder
-    with the sticky bit (``/tmp``) or ``/`` is left as it is (its files are
-    still locked), as is a symbolic link. A folder the sandbox user must pass
-    through to run Python (one leading to the interpreter, this package or
-    the temporary folder, :func:`_on_the_sandbox_users_way`) keeps "x" for
-    group and other: a notebook kept in the repository's root would
-    otherwise make the root 0700, and every later grading would fail ("user
-    'nobody' cannot run ..."). ``out_dir`` is created if missing.
-
-    Returns:
-        ``{path: its mode before}`` for each path whose mode changed (empty
-        when not running as root): :func:`restore_modes` puts them back.
-    """
-    if os.geteuid() != 0:
-        return {}
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    paths = (
-        [out_dir]
-        + [Path(s) for s in submissions]
-        + sorted({Path(s).absolute().parent for s in submissions})
-    )
-    changed = {}
-    for path in dict.fromkeys(paths):
-        try:
-            info = path.lstat()
-        except OSError:
-            continue  # a missing submission gets its own "does not exist" results
-        if (
-            stat.S_ISLNK(info.st_mode)
-            or str(path) == "/"
-            or (stat.S_ISDIR(info.st_mode) and info.st_mode & stat.S_ISVTX)
-        ):
-            continue
-        mode = stat.S_IMODE(info.st_mode)
-        kept = 0o011 if stat.S_ISDIR(info.st_mode) and _on_the_sandbox_users_way(path) else 0
-        locked = mode & ~(0o077 & ~kept)
-        if locked != mode:
-            path.chmod(locked)
-            changed[str(path)] = mode
-    return changed
-
-
-def _on_the_sandbox_users_way(folder: Path) -> bool:
-    """Whether ``folder`` leads to (or is) the interpreter's, this package's or the temporary
-    folder, which the sandbox user must pass through (``bin/install`` gives them ``o+x``)."""
-    ways = {
-        Path(sys.executable).absolute(),
-        Path(sys.executable).resolve(),
-        Path(sys.prefix).resolve(),
-        Path(__file__).resolve().parent,
-        Path(tempfile.gettempdir()).resolve(),
-    }
-    folder = folder.absolute()
-    resolved = folder.resolve()
-    return any(f == way or f in way.parents for way in ways for f in (folder, resolved))
-
-
-def restore_modes(changed: Mapping[str, int], out_dir: Path | None = None) -> None:
-    """Give the paths :func:`protect_inputs` changed (``{path: mode}``) their modes back, once no
-    student code runs: the instructor's notebooks and folders (the committed student versions,
-    graded by ``bin/demo``) are left as they were. ``out_dir`` keeps its locked mode: it holds the
-    scores."""
-    for path, mode in changed.items():
-        if out_dir is not None and Path(path) == Path(out_dir):
-            continue
-        try:
-            os.chmod(path, mode, follow_symlinks=False)
-        except (OSError, NotImplementedError):
-            pass
-
-
-#: A submission's folder is searched this many levels down for its notebook (Gradescope unpacks an
-#: uploaded zip, which may hold a folder), and at most this many entries of it are looked at.
-FOLDER_LEVELS, MAX_FOLDER_ENTRIES = 3, 1000
-
-
-def _file_to_grade(submission: Path) -> tuple[Path | None, str | None]:
-    """The file to grade for ``submission`` and ``None``, or ``None`` and why there is none.
-
-    A file is graded as it is (the judge refuses a symbolic link, with a reason). A folder, as
-    Gradescope's "Export Submissions" gives one per student, is graded by the one notebook
-    (``.ipynb``) in it or in its folders (:data:`FOLDER_LEVELS` deep, as Gradescope unpacks an
-    uploaded zip), or if it holds none, by the one zip (Otter's export); hidden files and folders
-    (``.ipynb_checkpoints``), ``__MACOSX`` and symbolic links are not looked at.
-    """
-    if submission.is_symlink() or submission.is_file():
-        return submission, None
-    if not submission.exists():
-        return None, f"{submission} does not exist."
-    if not submission.is_dir():
-        return None, f"{submission} is not a file or a folder."
-    files: list[Path] = []
-    looked = 0
-    for folder, dirs, names in os.walk(submission, onerror=None, followlinks=False):
-        depth = len(Path(folder).relative_to(submission).parts)
-        dirs[:] = sorted(
-            d
-            for d in dirs
-            if not d.startswith(".")
-            and d != "__MACOSX"
-            and depth + 1 < FOLDER_LEVELS
-            and not os.path.islink(os.path.join(folder, d))
-        )
-        for name in sorted(names):
-            path = Path(folder) / name
-            looked += 1
-            if not name.startswith(".") and not path.is_symlink() and path.is_file():
-                files.append(path)
-        if looked > MAX_FOLDER_ENTRIES:
-            break
-    for suffix, what in ((".ipynb", "notebooks"), (".zip", "zips")):
-        found = [p for p in files if p.suffix.lower() == suffix]  # Windows may save "Lab.IPYNB"
-        if len(found) == 1:
-            return found[0], None
-        if found:
-            names = ", ".join(str(p.relative_to(submission)) for p in found)
-            return None, (
-                f"{submission} is a folder holding {len(found)} {what} ({names}): "
-                "a submission's folder should hold one."
-            )
-    return None, f"{submission} is a folder with no notebook (.ipynb) or export zip in it."
-
-
-def stage_submission(submission: Path, folder: Path) -> Path:
-    """A private copy of ``submission`` to grade: ``folder/staged-submission<suffix>``.
-
-    ``folder`` is created with mode 0700 (only the grading user may enter
-    it). The copy's name holds neither the original folder nor the file name
-    (both may name students), so neither shows in the judge's command line
-    (``ps``) nor can the student process learn them from it. A symbolic link
-    is copied as a link, so the judge still refuses it.
-    """
-    folder = Path(folder)
-    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-    folder.chmod(0o700)
-    staged = folder / f"{STAGED_STEM}{Path(submission).suffix.lower()}"
-    shutil.copyfile(submission, staged, follow_symlinks=False)
-    if not staged.is_symlink():
-        staged.chmod(0o600)
-    return staged
-
-
-def _collect(produced: Path, out_dir: Path, staged_name: str, original_name: str) -> None:
-    """Copy the grading's output files into ``out_dir``; a failure's reason names the original file
-    again."""
-    for path in produced.iterdir():
-        if path.name.startswith(".") or path.is_symlink() or not path.is_file():
-            continue
-        if path.name == "results.json":
-            try:
-                results = json.loads(path.read_text())
-            except (OSError, ValueError):
-                results = None
-            if (
-                isinstance(results, dict)
-                and not results.get("tests")
-                and isinstance(results.get("output"), str)
-            ):
-                results["output"] = results["output"].replace(staged_name, original_name)
-                (out_dir / path.name).write_text(json.dumps(results, indent=2))
-                continue
-        shutil.copyfile(path, out_dir / path.name)
-
-
 def _run_grading(
     runner: str,
     autograder_zip: Path,
@@ -488,7 +213,7 @@ def _run_grading(
             return f"grading took longer than {timeout:.0f} seconds and was stopped."
         # the judge writes the results before it removes what the submission left, which may take
         # long (a million folders): results written before this timeout are kept
-        _collect(produced, out_dir, staged.name, original_name)
+        collect_outputs(produced, out_dir, staged.name, original_name)
         written["output"] = (
             f"{written.get('output') or ''}\nThe grading was stopped after {timeout:.0f} seconds "
             "while it removed what the submission left; its results had been written."
@@ -499,7 +224,7 @@ def _run_grading(
         )
         return None
     (out_dir / "grading.log").write_text(output)
-    _collect(produced, out_dir, staged.name, original_name)
+    collect_outputs(produced, out_dir, staged.name, original_name)
     if code != 0 or not (out_dir / "results.json").is_file():
         tail = output.strip().splitlines()[-1:] or ["no output"]
         # the judge writes results for whatever a submission does: one that ended without them
@@ -628,7 +353,7 @@ def _grade_one(
     results_path.unlink(missing_ok=True)
     started = time.perf_counter()
     try:
-        graded, reason = _file_to_grade(submission)
+        graded, reason = file_to_grade(submission)
     # a folder on its path that the grading user may not enter, a name too long...
     except OSError as err:
         graded, reason = None, f"{submission} could not be read ({err.strerror or err})."
@@ -814,69 +539,3 @@ def _grade_many(
         bar.close()
     write_csv(results, labels, out_dir / "scores.csv")
     return results
-
-
-def _questions(results: list[GradeResult]) -> list[str]:
-    return sorted({q for r in results for q in r.scores}, key=question_order)
-
-
-def _batch_possible(results: list[GradeResult]) -> float | None:
-    """The points a submission of the batch can get (the most any graded one could; if none was
-    graded, the assignment's, :attr:`GradeResult.out_of`), ``None`` if neither is known: an ungraded
-    row is out of them too (a spreadsheet must not divide by a ``possible`` of 0)."""
-    graded = [r.possible for r in results if not r.error]
-    known = [r.out_of for r in results if r.out_of is not None]
-    return max(graded) if graded else max(known) if known else None
-
-
-def write_csv(results: list[GradeResult], labels: list[str], path: Path) -> None:
-    """One row per submission: label, each question's score, total, possible, error. A row that
-    could not be graded has no question scores, a total of 0, and the batch's possible points
-    (:func:`_batch_possible`; 0 if unknown); its error begins ``grading error: `` when the grader
-    failed (:attr:`GradeResult.shown_error`)."""
-    questions = _questions(results)
-    batch_possible = _batch_possible(results) or 0.0
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(["submission", *questions, "total", "possible", "error"])
-        for label, r in zip(labels, results):
-            writer.writerow(
-                [
-                    label,
-                    *[_fmt(r.scores[q][0]) if q in r.scores else "" for q in questions],
-                    _fmt(r.total),
-                    _fmt(batch_possible if r.error else r.possible),
-                    r.shown_error or "",
-                ]
-            )
-
-
-def _fmt(x: float) -> str:
-    return f"{x:g}"
-
-
-def format_table(results: list[GradeResult]) -> str:
-    """A plain-text table: submission, total / possible, then the questions that lost points."""
-    rows = [("submission", "score", "lost points on")]
-    batch_possible = _batch_possible(results)
-    for r in results:
-        if r.error:
-            score = "0" if batch_possible is None else f"0/{_fmt(batch_possible)}"
-            shown = r.shown_error if r.grading_error else f"not graded: {r.error}"
-            rows.append((r.label or submission_label(r.submission), score, shown))
-            continue
-        lost = [
-            f"{q} ({_fmt(s)}/{_fmt(m)})"
-            for q, (s, m) in sorted(r.scores.items(), key=lambda i: question_order(i[0]))
-            if s < m
-        ]
-        rows.append(
-            (
-                r.label or submission_label(r.submission),
-                f"{_fmt(r.total)}/{_fmt(r.possible)}",
-                ", ".join(lost) or "-",
-            )
-        )
-    width = [max(len(row[i]) for row in rows) for i in range(2)]
-    return "\n".join(f"{a:<{width[0]}}  {b:>{width[1]}}  {c}" for a, b, c in rows)

@@ -45,9 +45,8 @@ from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from autograder.grade import DEFAULT_TIMEOUT
 from autograder.grading_errors import cause_of, grading_error_results
-from autograder.judge_interface import GRADING_ERROR_FILE
+from autograder.judge_interface import DEFAULT_TIMEOUT, GRADING_ERROR_FILE
 
 #: Where Otter renders its scripts for when ``autograder_dir`` is not set.
 OTTER_DEFAULT_DIR = "/autograder"
@@ -362,7 +361,7 @@ def main(argv: list[str] | None = None) -> int:
     except ResultsSchemaError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
-    from autograder.grade import question_scores
+    from autograder.results import question_scores
 
     cause = cause_of(data)
     if cause is not None:

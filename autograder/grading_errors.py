@@ -29,11 +29,12 @@ REFERENCE = PACKAGE.parent / "reference"
 #: Modules of the grader that load data or compute expected values: an exception raised in them (or
 #: in what they call) is the grader's, whatever the student submitted.
 GRADER_MODULES = frozenset(
-    str(PACKAGE / f"{name}.py") for name in ("data", "mnist_data", "answers_cache", "training")
+    str(PACKAGE / f"{name}.py")
+    for name in ("data", "mnist_files", "mnist_data", "answers_cache", "training")
 )
-#: The judge's file, whose ``RemoteCallable._call`` raises what the student's code raised in the
+#: The session's file, whose ``RemoteCallable._call`` raises what the student's code raised in the
 #: student process.
-JUDGE = str(PACKAGE / "judge.py")
+SESSION = str(PACKAGE / "session.py")
 CHECKS = str(PACKAGE / "checks")
 #: The key of Gradescope's ``extra_data`` (stored, never shown to students) that holds a grading
 #: error's cause.
@@ -54,11 +55,10 @@ def _error_line(err: BaseException) -> str:
 def _of_the_student(
     err: BaseException, kinds: tuple[str, ...] = ("StudentError", "StudentFailure")
 ) -> bool:
-    """Whether ``err`` is one of the judge's exceptions for what the student's process did. By name:
-    the judge runs as ``python -m autograder.judge``, whose classes are ``__main__``'s, not those of
-    ``autograder.judge``."""
+    """Whether ``err`` is one of the judge's exceptions for what the student's process did (by name:
+    this module does not import the judge's, which import torch)."""
     return any(
-        k.__name__ in kinds and k.__module__ in ("autograder.judge", "__main__")
+        k.__name__ in kinds and k.__module__ in ("autograder.session", "autograder.student_process")
         for k in type(err).__mro__
     )
 
@@ -78,7 +78,7 @@ def fault_of(err: BaseException) -> str | None:
         return None
     for frame, _ in reversed(list(traceback.walk_tb(err.__traceback__))):
         path = frame.f_code.co_filename
-        if path == JUDGE and frame.f_code.co_name == "_call":
+        if path == SESSION and frame.f_code.co_name == "_call":
             return None
         if path.startswith("<frozen importlib"):
             return f"an import failed ({_error_line(err)})"
@@ -213,11 +213,12 @@ def unresolved_imports(tests: Path) -> list[str]:
     return scan_imports(tests)[0]
 
 
-#: The grader's data modules, and how each finds its data without a notebook: ``(module, function,
-#: arguments)``.
+#: The grader's data modules, and how each finds its data without a notebook: ``{module: (function,
+#: arguments)}`` (``autograder.mnist_data`` reads the file ``autograder.mnist_files`` finds).
 DATA_FINDERS = {
     "autograder.data": ("fashion_mnist_root", {}),
     "autograder.mnist_data": ("find_mnist", {}),
+    "autograder.mnist_files": ("find_mnist", {}),
 }
 
 

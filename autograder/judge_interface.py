@@ -1,7 +1,7 @@
 """What the judge's callers share with it without importing torch: its limits, the questions' order,
 and where a grading error's results go on Gradescope.
 
-:mod:`autograder.judge` imports torch (through :mod:`autograder.channel`); the
+:mod:`autograder.judge` imports torch (through :mod:`autograder.encoding`); the
 orchestrator (:mod:`autograder.grade`, ``python -m autograder grade``) only
 starts judges, so it imports these from here and stays free of torch.
 :mod:`autograder.judge` re-exports both.
@@ -14,8 +14,11 @@ import numbers
 import re
 from dataclasses import dataclass
 
-#: Where :func:`autograder.judge.run_gradescope` puts a grading error's results, in place of
-#: ``results.json`` (Gradescope shows a run without ``results.json`` as failed to staff and
+#: Gradescope's default limit for one submission is 10 minutes; a run that
+#: exceeds this is stopped and reported, and the batch goes on.
+DEFAULT_TIMEOUT = 600.0
+#: Where :func:`autograder.gradescope_entry.run_gradescope` puts a grading error's results, in
+#: place of ``results.json`` (Gradescope shows a run without ``results.json`` as failed to staff and
 #: students).
 GRADING_ERROR_FILE = "grading_error.json"
 
@@ -25,10 +28,11 @@ class Limits:
     """Time and memory limits of one grading run (seconds, megabytes).
 
     ``cell_seconds``, ``call_seconds`` and ``startup_seconds`` count the CPU
-    seconds the student's processes use (:meth:`autograder.judge.StudentProcess.cpu_seconds`),
-    so that a loaded machine, or a container of half a CPU, does not cut
-    honest work; :data:`autograder.judge.WALL_FACTOR` times as many wall-clock seconds end a
-    cell or call that sleeps or waits. ``deadline`` is wall-clock and stays
+    seconds the student's processes use
+    (:meth:`autograder.student_process.StudentProcess.cpu_seconds`), so that a
+    loaded machine, or a container of half a CPU, does not cut honest work;
+    :data:`autograder.student_process.WALL_FACTOR` times as many wall-clock
+    seconds end a cell or call that sleeps or waits. ``deadline`` is wall-clock and stays
     below Gradescope's default 10-minute limit so that a results file is
     always written before Gradescope stops the container.
 

@@ -38,7 +38,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from autograder import zygote
-from autograder.judge import Limits, _exit_on_signal, grade_submission, summary_line
+from autograder.judge import Limits, _exit_on_signal, grade_submission
+from autograder.results import summary_line
 
 
 @contextlib.contextmanager

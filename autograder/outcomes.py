@@ -16,8 +16,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from autograder.grade import NOT_GRADED, question_scores
 from autograder.judge_interface import question_order
+from autograder.results import NOT_GRADED, question_scores
 
 #: The limits the judge enforces and how each shows in the messages it writes (judge.py: a cell's
 #: note "Code cell 3 interrupted after 60 seconds", a StudentFailure "... while running code cell 3,

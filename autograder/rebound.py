@@ -32,7 +32,8 @@ def _source(cell) -> str:
 
 
 def _ignored(cell) -> bool:
-    """Otter's ignored cells, which :func:`autograder.judge.cells_to_run` drops (the same test)."""
+    """Otter's ignored cells, which :func:`autograder.submission.cells_to_run` drops (the same
+    test)."""
     meta = cell.get("metadata", {})
     return "otter_ignore" in meta.get("tags", []) or meta.get("otter", {}).get("ignore", False)
 
@@ -44,9 +45,9 @@ def _ordinal(n: int) -> str:
 
 @dataclass
 class NotebookMap:
-    """For the code cells :func:`autograder.judge.cells_to_run` keeps (by their index in its list):
-    each one's name (:meth:`label`), and the cell after which each question's answer stands (the
-    cell of its ``grader.check``, else the last code cell under its text)."""
+    """For the code cells :func:`autograder.submission.cells_to_run` keeps (by their index in its
+    list): each one's name (:meth:`label`), and the cell after which each question's answer stands
+    (the cell of its ``grader.check``, else the last code cell under its text)."""
 
     labels: list[str] = field(default_factory=list)
     question_cells: dict[str, int] = field(default_factory=dict)

@@ -39,8 +39,14 @@ STUDENT_MODULES = (
     "autograder/public/*.py",
     "autograder/data.py",
     "autograder/mnist_data.py",
+    "autograder/mnist_files.py",
     "autograder/channel.py",
+    "autograder/encoding.py",
+    "autograder/figure_wire.py",
+    "autograder/torch_payload.py",
     "autograder/figures.py",
+    "autograder/figure_parts.py",
+    "autograder/figure_drawing.py",
 )
 
 

@@ -80,7 +80,7 @@ MAX_KIND_NAMES = 1024
 
 
 def main(fd: int) -> None:
-    from autograder import channel
+    from autograder import channel, encoding, torch_payload
     from autograder.kinds import kinds_of
 
     # SIGINT raises KeyboardInterrupt in the running cell, which is how the judge stops a cell past
@@ -119,7 +119,7 @@ def main(fd: int) -> None:
             for name in request["names"]:
                 if name in shell.user_ns:
                     try:
-                        encoded[name] = channel.encode(shell.user_ns[name], handles)
+                        encoded[name] = encoding.encode(shell.user_ns[name], handles)
                     except Exception as err:  # noqa: BLE001 - a student object may fail to encode
                         encoded[name] = {
                             channel.KIND: "opaque",
@@ -127,7 +127,7 @@ def main(fd: int) -> None:
                         }
                 else:
                     encoded[name] = {channel.KIND: "missing"}
-            channel.send(sock, {"op": "values"}, channel.dump(encoded))
+            channel.send(sock, {"op": "values"}, torch_payload.dump(encoded))
         elif op == "kinds":
             names = request.get("names")
             kinds = kinds_of(
@@ -137,7 +137,7 @@ def main(fd: int) -> None:
         elif op == "call":
             func = handles.get(int(request["handle"]))
             try:
-                args, kwargs = channel.load(payload)
+                args, kwargs = torch_payload.load(payload)
                 args = [_resolve(a, handles) for a in args]
                 before = _fingerprints(args, kwargs)
                 with _in_torch_state(request.get("torch_state")):
@@ -150,7 +150,7 @@ def main(fd: int) -> None:
                 channel.send(
                     sock,
                     {"op": "result", "mutated": changed},
-                    channel.dump(channel.encode(result, handles)),
+                    torch_payload.dump(encoding.encode(result, handles)),
                 )
             except BaseException as err:  # noqa: BLE001 - the student's function may raise anything
                 message = str(err)[:2000]

@@ -44,8 +44,8 @@ from typing import Any
 
 #: What the template imports before it forks: the libraries a notebook and the worker load.
 PRELOADED = ("numpy", "torch", "torchvision", "matplotlib", "matplotlib.pyplot", "IPython",
-             "IPython.core.interactiveshell", "autograder.channel", "autograder.kinds",
-             "autograder.worker")
+             "IPython.core.interactiveshell", "autograder.channel", "autograder.encoding",
+             "autograder.torch_payload", "autograder.kinds", "autograder.worker")
 #: Largest message between the judge and the template (the student's environment is the largest).
 MAX_MESSAGE = 1 << 16
 PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS = 1, 38
@@ -58,7 +58,7 @@ PER_STUDENT_ENV = ("HOME", "TMPDIR", "VISION_AUTOGRADER_CACHE", "FASHION_MNIST_D
 # -- the judge's side
 class Forked:
     """The student process forked by the template, re-parented to the judge: the part of
-    ``subprocess.Popen`` that :class:`autograder.judge.StudentProcess` uses."""
+    ``subprocess.Popen`` that :class:`autograder.student_process.StudentProcess` uses."""
 
     def __init__(self, pid: int):
         self.pid, self.returncode = pid, None

@@ -189,7 +189,7 @@ class MemoryCgroup:
 
     def remove(self) -> None:
         """Kill what the run left in the cgroup (its own processes), then remove the cgroup."""
-        from autograder.judge import kill_until_gone
+        from autograder.process_tree import kill_until_gone
 
         kill_until_gone(self.pids, rounds=100, pause=0.05)
         for _ in range(40):
@@ -413,13 +413,13 @@ def plain_notebook(solution: Path, out: Path) -> Path:
     """``solution`` as the student runs it, without Otter: ignored cells dropped, ``grader`` lines
     removed.
 
-    The same cells the judge executes (:func:`autograder.judge.cells_to_run`
+    The same cells the judge executes (:func:`autograder.submission.cells_to_run`
     without the seeds); ``grader.check`` needs the public tests, which are
     not beside the notebook here.
     """
     import nbformat
 
-    from autograder.judge import OTTER_LINE
+    from autograder.submission import OTTER_LINE
 
     nb = nbformat.read(solution, as_version=4)
     kept = []

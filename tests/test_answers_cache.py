@@ -360,7 +360,8 @@ def test_the_student_process_does_not_receive_the_folder(monkeypatch, tmp_path, 
     out, forked from the template (warm) or started anew (cold). Each route is intercepted where
     the environment is handed over, so the test does not depend on whether an earlier test in the
     same process left a template running."""
-    from autograder import judge
+    from autograder import student_process
+    from autograder.judge_interface import Limits
 
     seen = {}
 
@@ -378,11 +379,11 @@ def test_the_student_process_does_not_receive_the_folder(monkeypatch, tmp_path, 
     monkeypatch.setenv(ENV_DIR, str(tmp_path))
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     if start == "warm":
-        monkeypatch.setattr(judge.zygote, "spawn", fake_spawn)
+        monkeypatch.setattr(student_process.zygote, "spawn", fake_spawn)
     else:
-        monkeypatch.setattr(judge.zygote, "spawn", lambda *args: None)
-        monkeypatch.setattr(judge.subprocess, "Popen", fake_popen)
-    process = judge.StudentProcess(tmp_path, judge.Limits(), user=None)
+        monkeypatch.setattr(student_process.zygote, "spawn", lambda *args: None)
+        monkeypatch.setattr(student_process.subprocess, "Popen", fake_popen)
+    process = student_process.StudentProcess(tmp_path, Limits(), user=None)
     with pytest.raises(Stop):
         process.start()
     assert seen.get("env") is not None, "the student process should get an explicit environment"
@@ -399,10 +400,10 @@ def test_the_student_process_does_not_receive_the_folder(monkeypatch, tmp_path, 
 def test_the_template_does_not_receive_the_folder(monkeypatch, tmp_path):
     """The warm start's template gets the student's environment less the per-student folders, so
     the cache's folder (left out of the student's) cannot reach it either."""
-    from autograder import judge, zygote
+    from autograder import student_process, zygote
 
     monkeypatch.setenv(ENV_DIR, str(tmp_path))
-    template_env = zygote._template_env(judge._student_env(tmp_path))
+    template_env = zygote._template_env(student_process.student_env(tmp_path))
     leaked = [k for k in template_env if "ANSWERS" in k]
     assert not leaked, f"the template should not learn where the cache is, but got {leaked}"
     assert template_env["HOME"] == os.environ.get("HOME", "/")

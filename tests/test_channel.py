@@ -19,11 +19,11 @@ import pytest
 import torch
 from torch import nn
 
-from autograder import channel
+from autograder import channel, encoding, torch_payload
 from autograder.checks import CheckFailure, expect_module_parameters
 
 
-class _Handle(channel.Handle):
+class _Handle(encoding.Handle):
     def __init__(self, handle: int, name: str, kind: str):
         self.handle, self.name, self.type_name = handle, name, kind
 
@@ -31,8 +31,8 @@ class _Handle(channel.Handle):
 def _cross(value):
     """``value`` encoded by the student process, through the wire format, decoded by the judge."""
     handles: dict[int, object] = {}
-    payload = channel.dump(channel.encode(value, handles))
-    return channel.decode(channel.load(payload), _Handle), handles
+    payload = torch_payload.dump(encoding.encode(value, handles))
+    return encoding.decode(torch_payload.load(payload), _Handle), handles
 
 
 def _mlp(hidden: int = 8) -> nn.Sequential:
@@ -106,7 +106,7 @@ def test_forged_parameters_are_not_taken(forged):
         "module": True,
         "parameters": forged,
     }
-    actual = channel.decode(channel.load(channel.dump(entry)), _Handle)
+    actual = encoding.decode(torch_payload.load(torch_payload.dump(entry)), _Handle)
     assert (actual.is_module, actual.parameters) == (True, None)
 
 
@@ -184,7 +184,7 @@ def test_a_figure_with_a_forged_grid_position_is_placed_side_by_side(grid):
     """The student process sends the grid; the judge places an Axes there only when it is a real
     cell."""
     encoded = {channel.KIND: "figure", "axes": [{"images": [], "title": "", "grid": grid}]}
-    actual = channel.decode(encoded, _Handle)
+    actual = encoding.decode(encoded, _Handle)
     assert tuple(actual.axes[0].get_subplotspec().get_geometry()) == (1, 1, 0, 0), (
         f"grid {grid!r} should be refused"
     )
@@ -194,18 +194,18 @@ def test_a_figure_referenced_many_times_is_rebuilt_once_and_only_two_figures_per
     """A thirtieth hostile review referenced one figure's description many times, under many names,
     each rebuilt with 4,160 Axes (7 GB, and past the judge's deadline)."""
     described = {channel.KIND: "figure", "axes": [{"images": [], "title": "t"}]}
-    budget = channel.Budget()
+    budget = encoding.Budget()
     many = {channel.KIND: "list", "items": [described] * 100}
-    actual = [channel.decode(many, None, budget), channel.decode(described, None, budget)]
+    actual = [encoding.decode(many, None, budget), encoding.decode(described, None, budget)]
     assert len({id(fig) for fig in actual[0]} | {id(actual[1])}) == 1, (
         "one description is one rebuilt figure"
     )
     other = {channel.KIND: "figure", "axes": []}
-    assert channel.decode(other, None, budget) is not actual[1], (
+    assert encoding.decode(other, None, budget) is not actual[1], (
         "a second description is a figure of its own"
     )
     with pytest.raises(channel.TooComplex, match="more than 2 figures"):
-        channel.decode(dict(other), None, budget)
+        encoding.decode(dict(other), None, budget)
 
 
 @pytest.mark.parametrize(
@@ -227,9 +227,9 @@ def test_a_figure_is_refused_by_the_parts_it_holds_in_all(axes, message):
     """At most 64 Axes each with 64 insets and 64 images was 4,160 Axes and 4,096 images for one
     figure."""
     with pytest.raises(channel.TooComplex, match=message):
-        channel.decode({channel.KIND: "figure", "axes": axes}, None)
+        encoding.decode({channel.KIND: "figure", "axes": axes}, None)
     fewer = {channel.KIND: "figure", "axes": axes[:1]}
-    assert len(channel.decode(fewer, None).axes) >= 1, "one of those Axes is rebuilt"
+    assert len(encoding.decode(fewer, None).axes) >= 1, "one of those Axes is rebuilt"
 
 
 @pytest.mark.parametrize(
@@ -253,9 +253,9 @@ def test_a_figure_is_refused_by_the_numbers_its_images_hold_in_all(arrays, refus
     }
     if refused:
         with pytest.raises(channel.TooComplex, match="images hold more than 262,144 numbers"):
-            channel.decode(described, None)
+            encoding.decode(described, None)
     else:
-        actual = channel.decode(described, None)
+        actual = encoding.decode(described, None)
         assert len(actual.axes[0].images) == len(arrays), (
             "every image of a figure at the bound is rebuilt"
         )
@@ -276,10 +276,10 @@ def test_a_set_or_dict_of_keys_sharing_a_hash_is_refused_before_it_is_built(kind
 
     assert len({hash(k) for k in _ONE_HASH}) == 1, "the keys share one hash"
     with pytest.raises(channel.TooComplex, match="more than 16 keys of one hash"):
-        channel.decode(described(_ONE_HASH), None)
-    actual = channel.decode(described(_ONE_HASH[:16]), None)
+        encoding.decode(described(_ONE_HASH), None)
+    actual = encoding.decode(described(_ONE_HASH[:16]), None)
     assert len(actual) == 16, f"16 keys of one hash are rebuilt: {len(actual)}"
-    honest = channel.decode(described(range(100_000)), None)
+    honest = encoding.decode(described(range(100_000)), None)
     assert len(honest) == 100_000 and (kind == "dict" or 99_999 in honest), (
         "100,000 ints of their own hashes"
     )
@@ -299,10 +299,10 @@ def test_data_referenced_many_times_is_counted_each_time(make, references):
     characters (1 MB in the frame): ``np.asarray`` of it in a check was 1.6 GB, and a key of 600
     references, a 629 MB message."""
     # the student process's encoding copies a tensor each time: a forged one
-    one = channel.encode(make(), {})
+    one = encoding.encode(make(), {})
 
     def sent(n: int) -> bytes:  # references n times
-        return channel.dump({"x": {channel.KIND: "list", "items": [one] * n}})
+        return torch_payload.dump({"x": {channel.KIND: "list", "items": [one] * n}})
 
     assert len(sent(references)) < 3 * 2**20, (
         f"the frame holds the data once: {len(sent(references))} bytes"
@@ -310,8 +310,8 @@ def test_data_referenced_many_times_is_counted_each_time(make, references):
     # a tensor's references are counted already by load's walk of the payload (ValueError), a
     # string's by decode's
     with pytest.raises(ValueError, match="more than 256 MB of (elements|data in all)"):
-        channel.decode(channel.load(sent(references))["x"], None)
-    actual = channel.decode(channel.load(sent(256))["x"], None)
+        encoding.decode(torch_payload.load(sent(references))["x"], None)
+    actual = encoding.decode(torch_payload.load(sent(256))["x"], None)
     assert len(actual) == 256, "256 references of 1 MB are within the budget"
 
 
@@ -361,7 +361,8 @@ def test_container_subclasses_cross_as_the_plain_containers_they_are():
 
 
 def _crossed_value(value):
-    return channel.decode(channel.load(channel.dump(channel.encode(value, {}))), lambda *a: None)
+    crossed = torch_payload.load(torch_payload.dump(encoding.encode(value, {})))
+    return encoding.decode(crossed, lambda *a: None)
 
 
 @pytest.mark.parametrize(
@@ -404,9 +405,10 @@ def test_non_contiguous_and_fortran_arrays_cross_with_their_values():
 
 
 def _sent_as_is(value) -> bytes:
-    """A payload as a student process that replaced ``channel.encode`` sends it: the tensor as it
+    """A payload as a student process that replaced ``encoding.encode`` sends it: the tensor as it
     is."""
-    return channel.dump({"x": {channel.KIND: "tensor", "data": value, "requires_grad": False}})
+    encoded = {channel.KIND: "tensor", "data": value, "requires_grad": False}
+    return torch_payload.dump({"x": encoded})
 
 
 @pytest.mark.parametrize(
@@ -430,7 +432,7 @@ def _sent_as_is(value) -> bytes:
 def test_tensors_the_judge_does_not_read_are_refused_before_they_are_used(make, message):
     """A twenty-seventh hostile review: the channel kept whatever strides its sender chose."""
     with pytest.raises(ValueError, match=message):
-        channel.load(_sent_as_is(make()))
+        torch_payload.load(_sent_as_is(make()))
 
 
 class _Allocates:
@@ -448,9 +450,9 @@ def test_a_global_the_encoding_never_writes_is_refused_before_it_allocates():
     """A twenty-ninth hostile review: ``bytearray(3_000_000_000)`` in a pickle of 1.3 KB made the
     judge (root, with no memory limit) allocate 3.8 GB; weights_only loading allows
     ``bytearray``."""
-    payload = channel.dump({"x": _Allocates(2**30)})
+    payload = torch_payload.dump({"x": _Allocates(2**30)})
     with pytest.raises(ValueError, match="built by '__builtin__ bytearray'"):
-        channel.load(payload)
+        torch_payload.load(payload)
 
 
 def test_a_compressed_payload_is_refused_before_it_is_inflated():
@@ -458,7 +460,7 @@ def test_a_compressed_payload_is_refused_before_it_is_inflated():
     judge."""
     import zipfile
 
-    payload = channel.dump(
+    payload = torch_payload.dump(
         {"x": {channel.KIND: "tensor", "data": torch.zeros(2**20), "requires_grad": False}}
     )
     source, packed = zipfile.ZipFile(io.BytesIO(payload)), io.BytesIO()
@@ -467,7 +469,7 @@ def test_a_compressed_payload_is_refused_before_it_is_inflated():
             archive.writestr(info.filename, source.read(info), compress_type=zipfile.ZIP_DEFLATED)
     assert len(packed.getvalue()) < len(payload) // 100, "4 MB of zeros deflate to a few KB"
     with pytest.raises(ValueError, match="a compressed torch.save payload"):
-        channel.load(packed.getvalue())
+        torch_payload.load(packed.getvalue())
 
 
 def test_every_global_the_students_encoding_writes_is_read():
@@ -505,8 +507,8 @@ def test_every_global_the_students_encoding_writes_is_read():
         torch.nn.Linear(2, 3),
     ]
     for value in values:
-        encoded = {"x": channel.encode(value, {})}
-        actual = channel.load(channel.dump(encoded))
+        encoded = {"x": encoding.encode(value, {})}
+        actual = torch_payload.load(torch_payload.dump(encoded))
         assert actual.keys() == {"x"}, f"{value!r} should load"
 
 
@@ -517,16 +519,16 @@ def test_numpy_scalars_cross_as_numbers_only():
     before)."""
     import numpy as np
 
-    forged = channel.decode({channel.KIND: "npscalar", "dtype": "V", "value": 2**20}, None)
-    assert isinstance(forged, channel.Opaque), (
+    forged = encoding.decode({channel.KIND: "npscalar", "dtype": "V", "value": 2**20}, None)
+    assert isinstance(forged, encoding.Opaque), (
         f"a void scalar should not be built: {type(forged).__name__}"
     )
-    assert channel.decode(
+    assert encoding.decode(
         {channel.KIND: "npscalar", "dtype": "float32", "value": 1.5}, None
     ) == np.float32(1.5)
     for value in (np.datetime64("2020-01-01"), np.array(["a", "b"]), np.array(["2020"], "M8[D]")):
         actual = _crossed_value(value)
-        assert isinstance(actual, channel.Opaque), f"{value!r} should cross as opaque: {actual!r}"
+        assert isinstance(actual, encoding.Opaque), f"{value!r} should cross as opaque: {actual!r}"
 
 
 def test_unhashable_dict_keys_are_named_without_their_repr():
@@ -534,17 +536,18 @@ def test_unhashable_dict_keys_are_named_without_their_repr():
     ``repr(key)`` held the judge past its deadline. Honest keys are hashable in the student process
     and cross so."""
     key = {channel.KIND: "ndarray", "data": torch.zeros(2)}
-    actual = channel.decode({channel.KIND: "dict", "items": [(key, 1), (key, 2), ("b", 3)]}, None)
+    actual = encoding.decode({channel.KIND: "dict", "items": [(key, 1), (key, 2), ("b", 3)]}, None)
     assert actual == {"<key 0: ndarray>": 1, "<key 1: ndarray>": 2, "b": 3}, f"decoded {actual!r}"
 
 
 def test_a_view_of_honest_size_and_the_students_own_encoding_load():
     # 8 MB of elements, 8 KB of storage
     view = torch.arange(2**10).as_strided((2**10, 2**10), (1, 0))
-    actual = channel.load(_sent_as_is(view))["x"]["data"]
+    actual = torch_payload.load(_sent_as_is(view))["x"]["data"]
     assert torch.equal(actual, view), "a view under the bound is read as it was sent"
     expanded = torch.ones(3).expand(4, 3)
-    actual = channel.load(channel.dump({"x": channel.encode(expanded, {})}))["x"]["data"]
+    crossed = torch_payload.load(torch_payload.dump({"x": encoding.encode(expanded, {})}))
+    actual = crossed["x"]["data"]
     assert torch.equal(actual, expanded) and actual.is_contiguous(), (
         "the student's encoding copies a view dense"
     )
@@ -601,9 +604,9 @@ def test_a_global_called_as_the_encoding_never_calls_it_is_refused_before_it_run
     reduction, message
 ):
     """The globals honest values pickle with are safe only called as ``torch.save`` calls them."""
-    payload = channel.dump({"x": _Reduces(*reduction)})
+    payload = torch_payload.dump({"x": _Reduces(*reduction)})
     with pytest.raises(ValueError, match=message):
-        channel.load(payload)
+        torch_payload.load(payload)
 
 
 def test_the_calls_an_honest_payload_makes_all_pass_the_check():
@@ -611,13 +614,14 @@ def test_the_calls_an_honest_payload_makes_all_pass_the_check():
     them."""
     shared = torch.ones(3)
     value = {
-        "a": channel.encode([shared, shared, shared[1:]], {}),
-        "b": channel.encode(torch.Size([]), {}),
-        "c": channel.encode(complex(1, -2), {}),
-        "d": channel.encode(torch.zeros(0, 4).t(), {}),
+        "a": encoding.encode([shared, shared, shared[1:]], {}),
+        "b": encoding.encode(torch.Size([]), {}),
+        "c": encoding.encode(complex(1, -2), {}),
+        "d": encoding.encode(torch.zeros(0, 4).t(), {}),
     }
     actual = {
-        name: channel.decode(v, None) for name, v in channel.load(channel.dump(value)).items()
+        name: encoding.decode(v, None)
+        for name, v in torch_payload.load(torch_payload.dump(value)).items()
     }
     assert [t.tolist() for t in actual["a"]] == [[1.0] * 3, [1.0] * 3, [1.0] * 2], (
         f"decoded {actual['a']!r}"
@@ -693,14 +697,14 @@ def test_a_record_named_as_torch_save_does_not_is_refused():
     was back (5.7 GB)."""
     payload = _archive(_ALLOCATES).replace(b"archive/data.pkl", b"archive/data.PKL")
     with pytest.raises(ValueError, match="a record named 'archive/data.PKL'"):
-        channel.load(payload)
+        torch_payload.load(payload)
 
 
 def test_torch_load_reads_the_records_that_were_checked_not_a_second_directory():
     """A thirty-first hostile review gave a payload two central directories: Python's zipfile read
     the one before the end record (an honest value), torch.load the one at the offset the end record
     states (bytearray(N))."""
-    honest = channel.dump({"x": channel.encode(torch.arange(3), {})})
+    honest = torch_payload.dump({"x": encoding.encode(torch.arange(3), {})})
     # records longer than honest's: offsets stay positive
     evil = _archive(_ALLOCATES, data_0=b"\0" * 4096)
     (evil_offset, evil_entries), (honest_offset, honest_entries) = (
@@ -740,7 +744,7 @@ def test_torch_load_reads_the_records_that_were_checked_not_a_second_directory()
     assert [i.filename for i in zipfile.ZipFile(io.BytesIO(two_faced)).infolist()][:1] == [
         "archive/data.pkl"
     ]
-    actual = channel.decode(channel.load(two_faced)["x"], None)
+    actual = encoding.decode(torch_payload.load(two_faced)["x"], None)
     assert torch.equal(actual, torch.arange(3)), (
         f"the value checked should be the value read: {actual!r}"
     )
@@ -770,7 +774,7 @@ def test_records_that_share_bytes_are_refused():
         name = f"archive/data/{k}".encode()
         entries.append(record[:28] + struct.pack("<HHH", len(name), 0, 0) + record[34:46] + name)
     with pytest.raises(ValueError, match="records share bytes"):
-        channel.load(_with_directory(raw, offset, entries))
+        torch_payload.load(_with_directory(raw, offset, entries))
 
 
 def test_a_dict_keyed_by_other_than_strings_is_refused_before_it_is_filled():
@@ -784,7 +788,7 @@ def test_a_dict_keyed_by_other_than_strings_is_refused_before_it_is_filled():
 
     keys = b"".join(long1((k + 1) * (2**61 - 1)) + b"N" for k in range(100))
     with pytest.raises(ValueError, match="a dict keyed by something other than strings"):
-        channel.load(_archive(b"\x80\x02}(" + keys + b"u."))
+        torch_payload.load(_archive(b"\x80\x02}(" + keys + b"u."))
 
 
 def test_a_container_the_encoding_never_sends_as_it_is_decodes_as_opaque():
@@ -801,12 +805,12 @@ def test_a_container_the_encoding_never_sends_as_it_is_decodes_as_opaque():
         + deep
         + b"K\x01\x86au."
     )
-    actual = channel.decode(channel.load(_archive(pickle_bytes)), None)
+    actual = encoding.decode(torch_payload.load(_archive(pickle_bytes)), None)
     ((key, value),) = actual.items()
-    assert isinstance(key, channel.Opaque) and value == 1, (
+    assert isinstance(key, encoding.Opaque) and value == 1, (
         f"the deep tuple should be an opaque key: {actual!r}"
     )
-    named = channel.decode({channel.KIND: "unknown", "type": ["x" * 1000] * 1000}, None)
+    named = encoding.decode({channel.KIND: "unknown", "type": ["x" * 1000] * 1000}, None)
     assert repr(named) == "<object>", (
         f"a type name that is not a string should not be read: {named!r}"
     )
@@ -835,7 +839,7 @@ def test_a_size_of_a_long_tuple_in_the_memo_is_refused_at_once():
     )
     # at the first call
     with pytest.raises(ValueError, match="built by 'torch Size' from arguments"):
-        channel.load(_archive(pickle_bytes))
+        torch_payload.load(_archive(pickle_bytes))
 
 
 def test_a_figure_too_large_to_draw_is_refused_before_it_is_measured():
@@ -843,8 +847,8 @@ def test_a_figure_too_large_to_draw_is_refused_before_it_is_measured():
     inches, 13.8 GB."""
     described = {channel.KIND: "figure", "axes": [], "size": [600.0, 600.0]}
     with pytest.raises(channel.TooComplex, match="a figure of 600 by 600 inches"):
-        channel.decode(described, None)
-    honest = channel.decode({channel.KIND: "figure", "axes": [], "size": [40.0, 30.0]}, None)
+        encoding.decode(described, None)
+    honest = encoding.decode({channel.KIND: "figure", "axes": [], "size": [40.0, 30.0]}, None)
     assert tuple(honest.get_size_inches()) == (40.0, 30.0), (
         "a figure of 1,200 square inches is rebuilt as it is"
     )
@@ -868,28 +872,29 @@ def test_the_cropped_draw_of_a_figure_whose_contents_reach_far_stays_within_the_
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    from autograder import figures
+    from autograder import figure_parts
 
     fig = Figure(figsize=(6, 4))
     FigureCanvasAgg(fig)
     ax = fig.add_subplot(1, 1, 1)
     ax.imshow(np.zeros((4, 4)))
-    assert figures._cropped_dpi(fig, 100.0) == 100.0, "an honest figure is drawn at the dpi asked"
+    actual = figure_parts.cropped_dpi(fig, 100.0)
+    assert actual == 100.0, "an honest figure is drawn at the dpi asked"
     far = Axes(fig, (1.5, 1.5, 40.0, 40.0))
     ax.add_child_axes(far)
-    actual = figures._cropped_dpi(fig, 100.0)
+    actual = figure_parts.cropped_dpi(fig, 100.0)
     box = fig.get_tightbbox(fig.canvas.get_renderer())
-    pad = 2 * figures.MAX_PAD_INCHES
+    pad = 2 * figure_parts.MAX_PAD_INCHES
     assert actual is not None and actual < 100.0, f"the far inset should lower the dpi: {actual}"
     # 1.0001: the dpi is a square root of the budget over the area, so squaring it back rounds
     # either way
     assert (box.width + pad) * (
         box.height + pad
-    ) * actual**2 <= figures.MAX_RENDER_PIXELS * 1.0001, (
+    ) * actual**2 <= figure_parts.MAX_RENDER_PIXELS * 1.0001, (
         f"the cropped canvas at {actual:.3g} dpi is over the pixel budget"
     )
     ax.add_child_axes(Axes(fig, (1e6, 1e6, 1.0, 1.0)))
-    assert figures._cropped_dpi(fig, 100.0) is None, (
+    assert figure_parts.cropped_dpi(fig, 100.0) is None, (
         "contents a million figure widths away are not drawn cropped"
     )
 
@@ -960,14 +965,14 @@ def test_long_double_scalars_cross_as_numbers():
 
     for value in (np.longdouble(1.5), np.clongdouble(1.5 - 2j)):
         actual = _crossed_value(value)
-        assert actual == value and not isinstance(actual, channel.Opaque), (
+        assert actual == value and not isinstance(actual, encoding.Opaque), (
             f"{value!r} crossed as {actual!r}"
         )
 
 
 def _reply(value) -> bytes:
     """``value`` as the student process sends it."""
-    return channel.dump(channel.encode(value, {}))
+    return torch_payload.dump(encoding.encode(value, {}))
 
 
 def test_what_a_function_returns_is_read_with_a_smaller_allowance_than_a_notebook_value():
@@ -975,17 +980,17 @@ def test_what_a_function_returns_is_read_with_a_smaller_allowance_than_a_noteboo
     seconds of the judge's time to read each reply, 40 replies to a check. A notebook's values are
     read once and keep the larger allowance."""
     padded = _reply([torch.zeros(1) for _ in range(channel.MAX_REPLY_RECORDS)])
-    assert len(channel.decode(channel.load(padded), None)) == 4096, (
+    assert len(encoding.decode(torch_payload.load(padded), None)) == 4096, (
         "a notebook value of 4,096 tensors is read"
     )
     with pytest.raises(ValueError, match="more than 4,090 tensors and arrays"):
-        channel.load(padded, channel.MAX_REPLY_PICKLE, channel.MAX_REPLY_RECORDS)
+        torch_payload.load(padded, channel.MAX_REPLY_PICKLE, channel.MAX_REPLY_RECORDS)
     numbers = _reply(list(range(300_000)))  # 5 bytes of pickle a number past 65,535
-    assert channel.decode(channel.load(numbers), None)[-1] == 299_999, (
+    assert encoding.decode(torch_payload.load(numbers), None)[-1] == 299_999, (
         "a notebook value of 1.4 MB of pickle is read"
     )
     with pytest.raises(ValueError, match="more than 1 MB of non-tensor data"):
-        channel.load(numbers, channel.MAX_REPLY_PICKLE, channel.MAX_REPLY_RECORDS)
+        torch_payload.load(numbers, channel.MAX_REPLY_PICKLE, channel.MAX_REPLY_RECORDS)
 
 
 def test_a_loop_written_return_of_one_array_per_crop_is_still_read():
@@ -993,7 +998,7 @@ def test_a_loop_written_return_of_one_array_per_crop_is_still_read():
     (``np.asarray``): the allowance for replies must not refuse honest work."""
     expected = np.arange(2000, dtype=np.float64)
     reply = _reply([np.array([v]) for v in expected])
-    actual = channel.decode(
-        channel.load(reply, channel.MAX_REPLY_PICKLE, channel.MAX_REPLY_RECORDS), None
+    actual = encoding.decode(
+        torch_payload.load(reply, channel.MAX_REPLY_PICKLE, channel.MAX_REPLY_RECORDS), None
     )
     np.testing.assert_array_equal(np.asarray(actual).ravel(), expected)

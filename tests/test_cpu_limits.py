@@ -6,7 +6,7 @@ wall-clock time and passed the 30-second call limit, and the width sweep
 passed the 60-second cell limit. The limits now count the CPU seconds of the
 student's processes (the kernel's count for their control group when the
 judge can make one, else their process tree's, read from ``/proc``), with a
-wall-clock backstop (:data:`autograder.judge.WALL_FACTOR` times the limit) for
+wall-clock backstop (:data:`autograder.student_process.WALL_FACTOR` times the limit) for
 a cell that sleeps or waits.
 
 The tests that expect a CPU limit to stop work raise the wall-clock backstop
@@ -19,15 +19,11 @@ import time
 
 import pytest
 
-from autograder import judge
-from autograder.judge import (
-    CellRecord,
-    Limits,
-    Session,
-    StudentFailure,
-    _names_set_by,
-    _note_stopped_cells,
-)
+from autograder import process_tree, sandbox_user, student_process
+from autograder.judge_interface import Limits
+from autograder.notes import _names_set_by, note_stopped_cells
+from autograder.session import Session
+from autograder.student_process import CellRecord, StudentFailure
 
 BUSY = "while True: pass"
 #: A cell whose child process loops while the cell itself waits for it (sleeping: no CPU of its
@@ -54,7 +50,7 @@ def _run(workdir, cells: list[str], limits: Limits, user=None) -> Session:
 @pytest.fixture
 def far_backstop(monkeypatch):
     """A wall-clock backstop far above the CPU limits: only CPU seconds can stop a cell."""
-    monkeypatch.setattr(judge, "WALL_FACTOR", 60.0)
+    monkeypatch.setattr(student_process, "WALL_FACTOR", 60.0)
 
 
 @pytest.mark.parametrize("cell", [BUSY, BUSY_CHILD], ids=["busy_loop", "busy_child"])
@@ -75,7 +71,7 @@ def test_a_sleeping_cell_uses_no_cpu_seconds(tmp_path, far_backstop):
 
 
 def test_the_wall_clock_backstop_ends_a_sleeping_cell(tmp_path, monkeypatch):
-    monkeypatch.setattr(judge, "WALL_FACTOR", 2.0)
+    monkeypatch.setattr(student_process, "WALL_FACTOR", 2.0)
     session = _run(tmp_path, ["import time\ntime.sleep(600)", "after = 2"], Limits(cell_seconds=1))
     problem = session.records[0].problem or ""
     assert problem.startswith(
@@ -111,11 +107,11 @@ def test_a_sandboxed_students_escaped_child_counts(far_backstop, monkeypatch, cg
     import tempfile
     from pathlib import Path
 
-    if os.geteuid() != 0 or (cgroup and judge._cpu_group_parent() is None):
+    if os.geteuid() != 0 or (cgroup and process_tree.cpu_group_parent() is None):
         pytest.skip("the sandbox needs root, the CPU group a writable CPU controller")
     if not cgroup:
-        monkeypatch.setattr(judge, "_cpu_group_parent", lambda: None)
-    user = pwd.getpwnam(judge.SANDBOX_USER)
+        monkeypatch.setattr(process_tree, "cpu_group_parent", lambda: None)
+    user = pwd.getpwnam(sandbox_user.SANDBOX_USER)
     parent = Path(tempfile.mkdtemp(prefix="sandboxed-"))
     parent.chmod(0o711)
     workdir = parent / "work"
@@ -131,7 +127,7 @@ def test_a_sandboxed_students_escaped_child_counts(far_backstop, monkeypatch, cg
         )
         session.process.start()
         group = session.process.cpuacct_group or session.process.cpu_group
-        counted = None if group is None else judge._group_cpu_seconds(group)
+        counted = None if group is None else process_tree.group_cpu_seconds(group)
         session.process.stop()
         session = _run(workdir, session.cells, session.limits, user)
     finally:
@@ -161,7 +157,7 @@ def test_the_student_process_runs_one_thread_unless_a_cell_asks(tmp_path, monkey
 
 
 def test_tree_cpu_keeps_what_ended_processes_used():
-    tree = judge.TreeCpu()
+    tree = process_tree.TreeCpu()
     # 12 ended: reaped by 10, counted in its children
     tree.seen = {10: (1, 3.0), 11: (10, 2.0), 12: (10, 1.0)}
     tree.ended = 0.5
@@ -217,7 +213,7 @@ def test_a_question_that_lost_points_names_the_stopped_cell_that_sets_its_names(
         CellRecord(3, "AssertionError:"),
     ]
     failed, passed, raised = File(q7, False), File(q8, True), File(q9, False)
-    _note_stopped_cells([failed, passed, raised], records, cells)
+    note_stopped_cells([failed, passed, raised], records, cells)
     assert failed.test_case_results[0].message == (
         "❌ Test case failed\nno key 1000\n`sweep_errors` may be missing or incomplete: code cell "
         "2, which sets it, "
@@ -264,7 +260,7 @@ def test_the_names_a_cell_sets_are_read_from_its_code(source, expected):
 def test_a_groups_cpu_seconds_are_read_where_the_kernel_counts_them(tmp_path, files, expected):
     for name, text in files.items():
         (tmp_path / name).write_text(text)
-    assert judge._group_cpu_seconds(tmp_path) == expected
+    assert process_tree.group_cpu_seconds(tmp_path) == expected
 
 
 @pytest.mark.parametrize(
@@ -280,5 +276,5 @@ def test_a_separate_cpuacct_hierarchy_is_found(files, expected, tmp_path, monkey
     for name, text in files.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(text)
-    monkeypatch.setattr(judge, "CGROUP_ROOT", tmp_path)
-    assert judge._cpuacct_parent() == (None if expected is None else tmp_path / expected)
+    monkeypatch.setattr(process_tree, "CGROUP_ROOT", tmp_path)
+    assert process_tree.cpuacct_parent() == (None if expected is None else tmp_path / expected)

@@ -158,7 +158,7 @@ def test_a_verdict_of_one_grading_is_forgotten_before_the_next():
 
 def test_a_failed_probe_of_the_sandbox_user_is_tried_again_and_a_success_kept(monkeypatch):
     """A probe stopped once (a loaded moment) must not fail every later grading of the judge."""
-    from autograder import judge
+    from autograder import sandbox_user
 
     answers = iter(["it was stopped", None])
     probed = []
@@ -167,9 +167,9 @@ def test_a_failed_probe_of_the_sandbox_user_is_tried_again_and_a_success_kept(mo
         probed.append(uid)
         return next(answers)
 
-    monkeypatch.setattr(judge, "_USER_CHECKED", {})
-    monkeypatch.setattr(judge, "_probe_user", probe)
-    actual = [judge._user_problem(65534, 65534) for _ in range(3)]
+    monkeypatch.setattr(sandbox_user, "_USER_CHECKED", {})
+    monkeypatch.setattr(sandbox_user, "_probe_user", probe)
+    actual = [sandbox_user.user_problem(65534, 65534) for _ in range(3)]
     assert actual == ["it was stopped", None, None] and len(probed) == 2, (actual, probed)
 
 

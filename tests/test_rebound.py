@@ -13,9 +13,13 @@ import time
 import nbformat
 import pytest
 
-from autograder.judge import CellRecord, Limits, Session, _cell_notes, cells_to_run
+from autograder.judge_interface import Limits
 from autograder.kinds import MISSING, kind_of, kinds_of
+from autograder.notes import cell_notes
 from autograder.rebound import KindWatch, map_notebook
+from autograder.session import Session
+from autograder.student_process import CellRecord
+from autograder.submission import cells_to_run
 
 md, code = nbformat.v4.new_markdown_cell, nbformat.v4.new_code_cell
 
@@ -178,7 +182,7 @@ def test_a_deleted_name_is_reported_as_deleted():
 
 def test_cell_notes_name_cells_as_the_student_finds_them():
     labels = map_notebook(notebook())
-    notes = _cell_notes(
+    notes = cell_notes(
         [
             CellRecord(0),
             CellRecord(4, "ValueError: bad"),

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import torch
 
-from autograder.judge import RemoteCallable, _with_new_handles
+from autograder.session import RemoteCallable, _with_new_handles
 
 
 def _handle(number: int, generation: int) -> RemoteCallable:

@@ -28,16 +28,20 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from autograder import judge
-from autograder.judge import (
-    CELLS_COUNTED,
-    Limits,
-    Session,
-    StudentFailure,
-    _cell_notes,
-    _resident_kb,
-    without_otter_calls,
+from autograder import (
+    leftovers,
+    process_tree,
+    removal,
+    sandbox_user,
+    student_process,
 )
+from autograder import session as session_module
+from autograder.judge_interface import Limits
+from autograder.notes import CELLS_COUNTED, cell_notes
+from autograder.process_tree import resident_kb
+from autograder.session import Session
+from autograder.student_process import StudentFailure
+from autograder.submission import without_otter_calls
 
 SEED = 42
 
@@ -82,7 +86,7 @@ def test_every_cell_is_seeded_as_otter_seeds_it(session):
 
 
 def test_a_cell_that_raised_is_named_in_the_output(session):
-    notes = _cell_notes(session.records)
+    notes = cell_notes(session.records)
     expected = (
         "Code cell 5 raised NameError: name 'undefined_name' is not defined; grading went on "
         "after it.")
@@ -97,7 +101,7 @@ def test_names_read_one_by_one_share_one_budget(tmp_path, monkeypatch):
     the frame's limit is 3 MB: four names of 1 MB cannot cross together, and read one by one the
     fourth is over the budget."""
     from autograder import channel
-    from autograder.judge import StudentEnvironment
+    from autograder.session import StudentEnvironment
 
     # the judge's: the frames it takes, and the budget
     monkeypatch.setattr(channel, "MAX_FRAME", 3 * 2**20)
@@ -122,15 +126,15 @@ def test_a_value_over_the_budget_leaves_the_other_names_of_its_payload_readable(
     """The thirty-fourth review's key of 600 references to one string of a megabyte used up the
     payload's budget, and every name read after it was lost with it (2/31 for a notebook whose
     honest work earns 30)."""
-    from autograder import channel
+    from autograder import channel, encoding
 
-    budget = channel.Budget()
+    budget = encoding.Budget()
     huge = {channel.KIND: "list", "items": ["x" * 2**20] * 600}
-    actual = [judge._decoded(value, None, budget) for value in (huge, "after", huge, 7)]
-    assert isinstance(actual[0], channel.Opaque) and "more than 256 MB" in actual[0].type_name, (
+    actual = [session_module._decoded(value, None, budget) for value in (huge, "after", huge, 7)]
+    assert isinstance(actual[0], encoding.Opaque) and "more than 256 MB" in actual[0].type_name, (
         actual[0]
     )
-    assert actual[1:] == ["after", actual[2], 7] and isinstance(actual[2], channel.Opaque), (
+    assert actual[1:] == ["after", actual[2], 7] and isinstance(actual[2], encoding.Opaque), (
         f"the names after it are read as if it were not there: {actual[1:]}"
     )
 
@@ -163,7 +167,7 @@ def test_what_functions_return_is_collected_before_it_piles_up(tmp_path, monkeyp
     # the judge's: collect past 3.5 MB returned
     monkeypatch.setattr(channel, "MAX_FRAME", 3.5 * 2**20)
     collected = []
-    monkeypatch.setattr(judge.gc, "collect", lambda *a: collected.append(1) or 0)
+    monkeypatch.setattr(session_module.gc, "collect", lambda *a: collected.append(1) or 0)
     workdir = tmp_path / "work"
     workdir.mkdir()
     cells = ["import torch", "def big():\n    return torch.zeros(2**18)"]  # 1 MB a call
@@ -198,8 +202,8 @@ def test_a_reply_that_the_function_raised_keeps_no_payload_sent_with_it():
         def call_timeout(self, what):
             return 1.0
 
-    function = judge.RemoteCallable(FakeSession(), 1, "f", "function", 0)
-    with pytest.raises(judge.StudentError, match="ValueError: no") as info:
+    function = session_module.RemoteCallable(FakeSession(), 1, "f", "function", 0)
+    with pytest.raises(session_module.StudentError, match="ValueError: no") as info:
         function(1)
     held = [frame.f_locals.get("body") for frame, _ in traceback.walk_tb(info.value.__traceback__)]
     assert not any(held), (
@@ -213,7 +217,7 @@ def test_a_function_whose_return_is_padded_with_thousands_of_tensors_is_not_read
     smaller allowance for replies."""
     import torch
 
-    from autograder import channel
+    from autograder import channel, encoding, torch_payload
 
     replies = {
         "padded": [torch.ones(1)] + [torch.zeros(1)] * channel.MAX_REPLY_RECORDS,
@@ -224,7 +228,8 @@ def test_a_function_whose_return_is_padded_with_thousands_of_tensors_is_not_read
         generation, alive = 0, True
 
         def request(self, request, payload, timeout, what):
-            return {"op": "result"}, channel.dump(channel.encode(replies[what.split()[-1]], {}))
+            reply = encoding.encode(replies[what.split()[-1]], {})
+            return {"op": "result"}, torch_payload.dump(reply)
 
     class FakeSession:
         process, last_failure, returned_bytes = Process(), None, 0
@@ -232,24 +237,24 @@ def test_a_function_whose_return_is_padded_with_thousands_of_tensors_is_not_read
         def call_timeout(self, what):
             return 1.0
 
-    actual = judge.RemoteCallable(FakeSession(), 1, "padded", "function", 0)()
-    assert isinstance(actual, channel.Opaque), (
+    actual = session_module.RemoteCallable(FakeSession(), 1, "padded", "function", 0)()
+    assert isinstance(actual, encoding.Opaque), (
         f"a padded return should not be read: {type(actual).__name__}"
     )
     assert "more than 4,090 tensors and arrays" in actual.type_name, actual.type_name
-    honest = judge.RemoteCallable(FakeSession(), 2, "honest", "function", 0)()
+    honest = session_module.RemoteCallable(FakeSession(), 2, "honest", "function", 0)()
     assert torch.equal(honest, torch.ones(1)), f"an honest return is read: {honest!r}"
 
 
 def test_more_than_ten_cells_that_raised_are_counted_not_listed():
-    from autograder.judge import CellRecord
+    from autograder.student_process import CellRecord
 
     records = [CellRecord(i, f"ValueError: bad {i}\nmore lines") for i in range(12)]
-    notes = _cell_notes(records)
+    notes = cell_notes(records)
     assert len(notes) == 12, notes
     assert notes[0] == "Code cell 1 raised ValueError: bad 0; grading went on after it."
     assert notes[-2:] == ["2 more code cell(s) raised errors.", CELLS_COUNTED], notes
-    assert _cell_notes([CellRecord(0, None)]) == [], "a notebook whose cells all ran has no notes"
+    assert cell_notes([CellRecord(0, None)]) == [], "a notebook whose cells all ran has no notes"
 
 
 def test_a_reply_begun_and_never_finished_stops_the_student_process_in_time(tmp_path):
@@ -309,7 +314,8 @@ def test_the_student_process_dies_with_a_judge_killed_from_outside(tmp_path):
             "-c",
             (
                 "import sys, time\n"
-                "from autograder.judge import Limits, Session\n"
+                "from autograder.judge_interface import Limits\n"
+                "from autograder.session import Session\n"
                 f"session = Session({str(tmp_path)!r}, [], Limits(), None, time.monotonic() + 60)\n"
                 "session.process.start()\n"
                 # a cell that sleeps: the student process is not waiting on the socket
@@ -363,7 +369,7 @@ def started_mb(tmp_path_factory) -> int:
     )
     session.process.start()
     try:
-        rss, pte, _ = _resident_kb(session.process.proc.pid)
+        rss, pte, _ = resident_kb(session.process.proc.pid)
     finally:
         session.process.stop()
     return (rss + pte) // 1024
@@ -433,7 +439,7 @@ def test_a_root_judge_without_ptrace_capability_reads_the_sandbox_users_share(tm
     )
     script = (
         "import subprocess, sys, time\n"
-        "from autograder.judge import _proportional_kb, _resident_kb\n"
+        "from autograder.process_tree import proportional_kb, resident_kb\n"
         "child = subprocess.Popen([sys.executable, '-c', "
         "'import time; big = bytearray(b\"\\\\1\") * (100 << 20); print(1, flush=True); "
         "time.sleep(60)'],"
@@ -445,8 +451,8 @@ def test_a_root_judge_without_ptrace_capability_reads_the_sandbox_users_share(tm
         "        plain = 'readable'\n"
         "    except PermissionError:\n"
         "        plain = 'refused'\n"
-        "    rss, _, owner = _resident_kb(child.pid)\n"
-        "    print(plain, owner, rss, _proportional_kb(child.pid, owner), "
+        "    rss, _, owner = resident_kb(child.pid)\n"
+        "    print(plain, owner, rss, proportional_kb(child.pid, owner), "
         "open('/proc/self/status').read().count('x'))\n"
         "finally:\n"
         "    child.kill()\n"
@@ -490,10 +496,10 @@ def sandbox():
     if not hasattr(os, "geteuid") or os.geteuid() != 0:
         pytest.skip("the student process runs as a sandbox user only when grading runs as root")
     user = pwd.getpwnam("nobody")
-    # Hold slot 0 (``nobody``) as a grading does (judge._claim_sandbox): a grading that runs
+    # Hold slot 0 (``nobody``) as a grading does (leftovers.claim_sandbox): a grading that runs
     # meanwhile on this machine takes another uid, so neither sees the other's /tmp, /dev/shm files
     # or processes as its own.
-    slots = judge.slot_folder()
+    slots = sandbox_user.slot_folder()
     slots.mkdir(mode=0o700, exist_ok=True)
     slot_lock = os.open(slots / "slot-0", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
     fcntl.flock(slot_lock, fcntl.LOCK_EX)
@@ -697,7 +703,7 @@ def shared_folder(tmp_path, monkeypatch) -> Path:
     sandbox user's stand-in: every entry in it is that user's)."""
     folder = tmp_path / "shm"
     folder.mkdir()
-    monkeypatch.setattr(judge, "SHARED_MEMORY_FOLDER", str(folder))
+    monkeypatch.setattr(leftovers, "SHARED_MEMORY_FOLDER", str(folder))
     return folder
 
 
@@ -707,25 +713,25 @@ def test_the_shared_memory_walk_finds_files_in_folders_and_refuses_deep_or_many(
     autograder failed". The walk is iterative; a user past :data:`MAX_SHARED_DEPTH` levels or
     :data:`MAX_SHARED_ENTRIES` entries is refused, with a reason."""
     _chain(shared_folder, 5, size=1 << 20)
-    found = judge._dev_shm_files(os.getuid())
+    found = leftovers.dev_shm_files(os.getuid())
     assert [(name, info.st_size) for name, info in found] == [("held", 1 << 20)], found
     (shared_folder / "deep").mkdir()
     _chain(shared_folder / "deep", 1000)
     with pytest.raises(
-        judge.SharedMemoryTooLarge, match=f"more than {judge.MAX_SHARED_DEPTH} deep"
+        leftovers.SharedMemoryTooLarge, match=f"more than {leftovers.MAX_SHARED_DEPTH} deep"
     ):
-        judge._dev_shm_files(os.getuid())
-    judge._remove_dev_shm_entries(os.getuid())
+        leftovers.dev_shm_files(os.getuid())
+    leftovers.remove_dev_shm_entries(os.getuid())
     assert list(shared_folder.iterdir()) == [], (
         "the chains, 5 and 1,001 folders deep, should be removed whole"
     )
-    for i in range(judge.MAX_SHARED_ENTRIES + 1):
+    for i in range(leftovers.MAX_SHARED_ENTRIES + 1):
         (shared_folder / f"f{i}").touch()
     with pytest.raises(
-        judge.SharedMemoryTooLarge, match=f"more than {judge.MAX_SHARED_ENTRIES} files"
+        leftovers.SharedMemoryTooLarge, match=f"more than {leftovers.MAX_SHARED_ENTRIES} files"
     ):
-        judge._dev_shm_files(os.getuid())
-    judge._remove_dev_shm_entries(os.getuid())
+        leftovers.dev_shm_files(os.getuid())
+    leftovers.remove_dev_shm_entries(os.getuid())
     assert list(shared_folder.iterdir()) == [], "4,097 files should be removed"
 
 
@@ -744,13 +750,13 @@ def test_the_shared_memory_walk_looks_only_where_the_user_may_write(shared_folde
     os.chmod(open_to_all, 0o1777)
     os.chown(open_to_all, 65534, 65534)
     (open_to_all / "mine").write_bytes(b"\1" * 8192)
-    assert [name for name, _ in judge._dev_shm_files(0)] == ["mine"], (
+    assert [name for name, _ in leftovers.dev_shm_files(0)] == ["mine"], (
         "a folder open to all is looked into, another user's folder (theirs/kept) is not"
     )
-    assert [name for name, _ in judge._dev_shm_files(65534)] == ["kept"], (
+    assert [name for name, _ in leftovers.dev_shm_files(65534)] == ["kept"], (
         "65534's own folder is looked into"
     )
-    judge._remove_dev_shm_entries(0)
+    leftovers.remove_dev_shm_entries(0)
     assert sorted(str(p.relative_to(shared_folder)) for p in shared_folder.rglob("*")) == [
         "open",
         "theirs",
@@ -792,7 +798,7 @@ def test_a_deep_chain_in_dev_shm_stops_its_cell_and_leaves_nothing(sandbox):
     problem = session.records[0].problem
     assert (
         problem is not None
-        and f"made folders more than {judge.MAX_SHARED_DEPTH} deep in /dev/shm" in problem
+        and f"made folders more than {leftovers.MAX_SHARED_DEPTH} deep in /dev/shm" in problem
     ), f"a chain 1,000 folders deep should stop its cell: {session.records[0]}"
     assert values == {"done": None, "after": 1, "last": True}, (
         f"the cell is lost and grading goes on: {values}"
@@ -931,7 +937,7 @@ def test_nobodys_shared_memory_from_before_the_grading_is_neither_counted_nor_re
         )
         shutil.rmtree("/dev/shm/service-folder", ignore_errors=True)
         Path("/dev/shm/service-held").unlink(missing_ok=True)
-        judge._libc().shmctl(shmid, 0, None)
+        process_tree.c_library().shmctl(shmid, 0, None)
     assert session.records[0].problem is None and values["quiet"] is True, (
         f"nobody's 768 MB from before the grading should not count: {session.records[0]}"
     )
@@ -975,7 +981,7 @@ def test_the_students_processes_share_one_cpu_group_removed_when_it_stops(sandbo
     from a submission graded beside them (0/31 instead of 31/31), because the kernel shares the CPU
     between sessions. All of a student's processes are now in one group, which weighs as much as one
     session."""
-    if judge._cpu_group_parent() is None:
+    if process_tree.cpu_group_parent() is None:
         pytest.skip("no writable CPU controller here (a container's read-only /sys/fs/cgroup)")
     user, workdir = sandbox
     session = Session(workdir, [SESSION_STARTER], Limits(), user, time.monotonic() + 120)
@@ -986,7 +992,7 @@ def test_the_students_processes_share_one_cpu_group_removed_when_it_stops(sandbo
         actual = {"worker": _cpu_group_of(session.process.proc.pid), "child": _cpu_group_of(child)}
     finally:
         session.process.stop()
-    expected = f"/{judge.CPU_GROUP_PREFIX}{os.getpid()}"
+    expected = f"/{process_tree.CPU_GROUP_PREFIX}{os.getpid()}"
     assert actual == {"worker": expected, "child": expected}, (
         f"the groups of the student's processes: {actual}"
     )
@@ -1013,9 +1019,9 @@ def test_the_cpu_controller_is_found_where_it_can_be_used(
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(text)
     (tmp_path / "self").write_text(self_cgroup)
-    monkeypatch.setattr(judge, "CGROUP_ROOT", tmp_path)
-    monkeypatch.setattr(judge, "SELF_CGROUP", tmp_path / "self")
-    actual = judge._cpu_group_parent()
+    monkeypatch.setattr(process_tree, "CGROUP_ROOT", tmp_path)
+    monkeypatch.setattr(process_tree, "SELF_CGROUP", tmp_path / "self")
+    actual = process_tree.cpu_group_parent()
     assert actual == (None if expected is None else tmp_path / expected), (
         f"expected {expected}, got {actual}"
     )
@@ -1024,15 +1030,15 @@ def test_the_cpu_controller_is_found_where_it_can_be_used(
 def test_cpu_groups_of_judges_that_stopped_are_removed(tmp_path, monkeypatch):
     (tmp_path / "cpu").mkdir()
     (tmp_path / "cpu" / "cpu.shares").write_text("1024")
-    monkeypatch.setattr(judge, "CGROUP_ROOT", tmp_path)
+    monkeypatch.setattr(process_tree, "CGROUP_ROOT", tmp_path)
     ended = subprocess.Popen(["true"])
     ended.wait()
     running = subprocess.Popen(["sleep", "30"])
     try:
         for pid in (ended.pid, running.pid):
-            (tmp_path / "cpu" / f"{judge.CPU_GROUP_PREFIX}{pid}").mkdir()
+            (tmp_path / "cpu" / f"{process_tree.CPU_GROUP_PREFIX}{pid}").mkdir()
         (tmp_path / "cpu" / "another-service").mkdir()
-        group = judge._cpu_group()
+        group = process_tree.make_cpu_group()
     finally:
         running.kill()
         running.wait()
@@ -1040,14 +1046,14 @@ def test_cpu_groups_of_judges_that_stopped_are_removed(tmp_path, monkeypatch):
     expected = sorted(
         [
             "another-service",
-            f"{judge.CPU_GROUP_PREFIX}{running.pid}",
-            f"{judge.CPU_GROUP_PREFIX}{os.getpid()}",
+            f"{process_tree.CPU_GROUP_PREFIX}{running.pid}",
+            f"{process_tree.CPU_GROUP_PREFIX}{os.getpid()}",
         ]
     )
     assert actual == expected, (
         f"only the stopped judge's group is removed, and this judge's made: {actual}"
     )
-    assert group == tmp_path / "cpu" / f"{judge.CPU_GROUP_PREFIX}{os.getpid()}", group
+    assert group == tmp_path / "cpu" / f"{process_tree.CPU_GROUP_PREFIX}{os.getpid()}", group
 
 
 # ---------------------------------------------------------------- what the student leaves in /tmp
@@ -1171,14 +1177,14 @@ def test_a_setuid_program_runs_as_the_sandbox_user(sandbox):
 def test_every_process_in_the_students_cpu_group_is_stopped_with_it(sandbox):
     """Whatever user a process in the student's CPU group runs as (the su processes above ran as
     root), it is the student's, and is stopped with the student process."""
-    if judge._cpu_group_parent() is None:
+    if process_tree.cpu_group_parent() is None:
         pytest.skip("no writable CPU controller here (a container's read-only /sys/fs/cgroup)")
     user, workdir = sandbox
     session = Session(workdir, ["ready = True"], Limits(), user, time.monotonic() + 120)
     other = subprocess.Popen(["sleep", "60"])  # root's, as a setuid program's would be
     try:
         session.run_all()
-        assert judge._join_cpu_group(session.process.cpu_group, other.pid), (
+        assert process_tree.join_cpu_group(session.process.cpu_group, other.pid), (
             "the process should join the group"
         )
     finally:
@@ -1200,18 +1206,18 @@ def test_staging_folders_of_a_judge_that_no_longer_runs_are_removed(tmp_path, mo
     170,000 folders left its staging folder (669 MB), which no later grading removed."""
     ended = subprocess.Popen(["true"])
     ended.wait()
-    monkeypatch.setattr(judge, "SHARED_MEMORY_FOLDER", str(tmp_path / "shm"))
-    monkeypatch.setattr(judge, "LEFTOVER_FOLDERS", (str(tmp_path / "tmp"),))
+    monkeypatch.setattr(leftovers, "SHARED_MEMORY_FOLDER", str(tmp_path / "shm"))
+    monkeypatch.setattr(leftovers, "LEFTOVER_FOLDERS", (str(tmp_path / "tmp"),))
     names = {
-        "dead": f"{judge.STAGING_PREFIX}{ended.pid}-abc",
-        "live": f"{judge.STAGING_PREFIX}{os.getpid()}-abc",
+        "dead": f"{removal.STAGING_PREFIX}{ended.pid}-abc",
+        "live": f"{removal.STAGING_PREFIX}{os.getpid()}-abc",
         "other": "another-service",
     }
     for folder in ("shm", "tmp"):
         for name in names.values():
             (tmp_path / folder / name).mkdir(parents=True)
             _chain(tmp_path / folder / name, 3)
-    judge._remove_abandoned_staging()
+    leftovers.remove_abandoned_staging()
     actual = {
         folder: sorted(p.name for p in (tmp_path / folder).iterdir()) for folder in ("shm", "tmp")
     }
@@ -1247,7 +1253,7 @@ class _Replies:
     ],
 )
 def test_an_exception_without_a_message_is_named_without_a_colon(error, expected):
-    assert judge.first_line(error) == expected
+    assert student_process.first_line(error) == expected
 
 
 def test_the_judge_keeps_only_the_first_line_of_what_each_cell_raised(tmp_path):
@@ -1269,35 +1275,36 @@ def test_the_judge_keeps_only_the_first_line_of_what_each_cell_raised(tmp_path):
     assert not hasattr(actual[0], "output"), (
         f"no output is kept: {len(getattr(actual[0], 'output', ''))} characters"
     )
-    assert actual[0].error == ("ValueError: " + "é" * 65_536)[: judge.MAX_ERROR_LINE], (
-        f"the first line, cut at {judge.MAX_ERROR_LINE} characters: {len(actual[0].error)} "
+    cut = student_process.MAX_ERROR_LINE
+    assert actual[0].error == ("ValueError: " + "é" * 65_536)[:cut], (
+        f"the first line, cut at {cut} characters: {len(actual[0].error)} "
         f"characters kept"
     )
-    kept = [r.index for r in actual if r.error != judge.ERROR_NOT_KEPT]
-    assert kept == list(range(judge.MAX_CELL_ERRORS_NOTED)), (
+    kept = [r.index for r in actual if r.error != student_process.ERROR_NOT_KEPT]
+    assert kept == list(range(student_process.MAX_CELL_ERRORS_NOTED)), (
         f"the first 10 errors kept, the rest counted: {kept}"
     )
-    notes = _cell_notes(actual)
+    notes = cell_notes(actual)
     assert notes[-2:] == ["30 more code cell(s) raised errors.", CELLS_COUNTED], notes[-2:]
 
 
 def test_cells_the_deadline_left_no_time_for_share_one_note():
-    from autograder.judge import NOT_RUN, CellRecord
+    from autograder.student_process import NOT_RUN, CellRecord
 
     records = [CellRecord(0, None, "stopped: it used more than 3072 MB")] + [
         CellRecord(i, None, NOT_RUN) for i in range(1, 5000)
     ]
-    actual = _cell_notes(records)
+    actual = cell_notes(records)
     assert actual == [
         "Code cell 1 stopped: it used more than 3072 MB; grading went on without it.",
         "Code cells 2 to 5000 were not run: the grading deadline passed.",
         CELLS_COUNTED,
     ], actual
     assert (
-        _cell_notes([CellRecord(0, None, NOT_RUN)])[0]
+        cell_notes([CellRecord(0, None, NOT_RUN)])[0]
         == "Code cell 1 not run: the grading deadline passed."
     ), "one cell not run is named alone"
-    stopped = _cell_notes(
+    stopped = cell_notes(
         [
             CellRecord(i, None, "interrupted: it used more than its 60 CPU seconds")
             for i in range(12)
@@ -1310,7 +1317,7 @@ def test_processes_holding_too_many_files_open_are_stopped(tmp_path, monkeypatch
     """A thirty-seventh hostile review's 240 processes each held 4,000 descriptors: every memory
     check looked at each one (5 seconds of the judge's time a check, 440 seconds in a grading). Here
     the cap is 200 files."""
-    monkeypatch.setattr(judge, "MAX_OPEN_FILES", 200)
+    monkeypatch.setattr(leftovers, "MAX_OPEN_FILES", 200)
     workdir = tmp_path / "work"
     workdir.mkdir()
     cell = ("import os, time\nheld = [os.open(os.devnull, os.O_RDONLY) for _ in range(300)]\n"
@@ -1350,7 +1357,7 @@ def test_the_walk_reads_a_folder_one_entry_at_a_time(shared_folder):
         os.link(target, shared_folder / f"link-{i}")
     tracemalloc.start()
     try:
-        count = sum(1 for _ in judge._walk_shared_memory(os.getuid(), bounded=False))
+        count = sum(1 for _ in leftovers.walk_shared_memory(os.getuid(), bounded=False))
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
@@ -1358,7 +1365,7 @@ def test_the_walk_reads_a_folder_one_entry_at_a_time(shared_folder):
     assert peak < 2 * 2**20, (
         f"the walk should hold one entry at a time, not the folder: {peak / 2**20:.1f} MB"
     )
-    judge._remove_dev_shm_entries(os.getuid())
+    leftovers.remove_dev_shm_entries(os.getuid())
     assert list(shared_folder.iterdir()) == [], "every entry of the user's is removed"
 
 
@@ -1369,20 +1376,21 @@ def test_files_kept_in_the_shared_folders_and_the_scratch_folder_are_counted(tmp
     shared, workdir = tmp_path / "tmp", tmp_path / "work"
     shared.mkdir()
     (workdir / "deeper").mkdir(parents=True)
-    monkeypatch.setattr(judge, "LEFTOVER_FOLDERS", (str(shared),))
-    monkeypatch.setattr(judge, "MAX_LEFTOVER_ENTRIES", 50)
+    monkeypatch.setattr(leftovers, "LEFTOVER_FOLDERS", (str(shared),))
+    monkeypatch.setattr(leftovers, "MAX_LEFTOVER_ENTRIES", 50)
     for i in range(20):
         (shared / f"s{i}").write_bytes(b"")
         (workdir / "deeper" / f"w{i}").write_bytes(b"")
-    assert judge._count_leftovers(os.getuid(), None, workdir) == 41, (
+    assert leftovers.count_leftovers(os.getuid(), None, workdir) == 41, (
         "20 + 20 files and the folder they are in"
     )
     for i in range(20):
         (shared / f"t{i}").write_bytes(b"")
     with pytest.raises(
-        judge.SharedMemoryTooLarge, match="kept more than 50 files and folders in .* and its own"
+        leftovers.SharedMemoryTooLarge,
+        match="kept more than 50 files and folders in .* and its own",
     ):
-        judge._count_leftovers(os.getuid(), None, workdir)
+        leftovers.count_leftovers(os.getuid(), None, workdir)
 
 
 def test_a_cell_that_makes_too_many_files_is_stopped(sandbox, monkeypatch):
@@ -1390,7 +1398,7 @@ def test_a_cell_that_makes_too_many_files_is_stopped(sandbox, monkeypatch):
     afterwards: the student is stopped past the limit, and its scratch folder put back as it was
     staged."""
     user, workdir = sandbox
-    monkeypatch.setattr(judge, "MAX_LEFTOVER_ENTRIES", 200)
+    monkeypatch.setattr(leftovers, "MAX_LEFTOVER_ENTRIES", 200)
     cell = "import os, time\nfor i in range(300):\n    open(f'f{i}', 'w').close()\ntime.sleep(20)"
 
     def put_back() -> None:

@@ -15,7 +15,8 @@ import pytest
 import torch
 
 from autograder.checks import when_it_fails as wif
-from autograder.judge import Limits, Session
+from autograder.judge_interface import Limits
+from autograder.session import Session
 
 CELLS = [
     "import torch",

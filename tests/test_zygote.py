@@ -19,15 +19,28 @@ from pathlib import Path
 
 import pytest
 
-from autograder import judge, zygote
-from autograder.judge import Limits, Session
+from autograder import student_process, zygote
+from autograder.judge_interface import Limits
+from autograder.session import Session
 
+#: The judge's modules: none may be imported in the student process (they import the checks, or
+#: read the sandbox's secrets).
+JUDGE_SIDE = (
+    "autograder.judge",
+    "autograder.checks",
+    "autograder.session",
+    "autograder.student_process",
+    "autograder.leftovers",
+    "autograder.sandbox_user",
+    "autograder.work_folders",
+    "autograder.notes",
+)
 #: A cell that records what the process was set up with, and whether it started warm.
 PROBE = ("import os, sys\n"
          "setup = {'warm': 'torchvision' in sys.modules, 'cwd': os.getcwd(),\n"
          "         'path0': sys.path[0], 'home': os.environ.get('HOME'), 'judge_modules': sorted(\n"
          "             m for m in sys.modules\n"
-         "             if m.startswith(('autograder.judge', 'autograder.checks')))}\n")
+         f"             if m.startswith({JUDGE_SIDE!r}))}}\n")
 
 
 @pytest.fixture
@@ -129,7 +142,7 @@ def test_the_forked_student_process_reaches_no_file_or_process_of_roots(sandbox,
     secret.parent.chmod(0o755)
     secret.write_text("hidden test")
     secret.chmod(0o600)
-    zygote.start_template(judge._student_env(workdir))
+    zygote.start_template(student_process.student_env(workdir))
     template = zygote._TEMPLATE.proc.pid
     cells = [f"SECRET, TEMPLATE = {str(secret)!r}, {template}\n" + REACH]
     session = Session(workdir, cells, Limits(), user, time.monotonic() + 300)
@@ -184,7 +197,7 @@ def test_without_a_template_the_student_process_starts_cold_and_says_so(tmp_path
 
         monkeypatch.setattr(zygote.Template, "__init__", cannot)
     else:  # and is not started again
-        zygote.start_template(judge._student_env(tmp_path))
+        zygote.start_template(student_process.student_env(tmp_path))
         zygote._TEMPLATE.proc.kill()
         zygote._TEMPLATE.proc.wait()
         monkeypatch.setattr(zygote, "start_template", lambda env: None)

@@ -134,14 +134,14 @@ CELL_COLOUR_TOL, CELL_COLOUR_SHARE = 0.35, 0.01
 
 def drawing_each_figure_once(check: Callable) -> Callable:
     """``check``, a figure question's check, with each figure it reads drawn once however many of
-    its images it checks (:func:`autograder.figures.one_draw_per_figure`; :func:`expect_plain_image`
-    compares each image with a draw of its figure)."""
+    its images it checks (:func:`autograder.figure_drawing.one_draw_per_figure`;
+    :func:`expect_plain_image` compares each image with a draw of its figure)."""
 
     @functools.wraps(check)
     def wrapped(*args, **kwargs):
-        from autograder import figures
+        from autograder import figure_drawing
 
-        with figures.one_draw_per_figure():
+        with figure_drawing.one_draw_per_figure():
             return check(*args, **kwargs)
 
     return wrapped
@@ -164,10 +164,10 @@ def expect_plain_image(where: str, ax: Any, image: Any) -> str | None:
     """
     import numpy as np
 
-    from autograder import figures
+    from autograder import figure_parts, figures
 
-    fig = figures.root_figure(ax)
-    if "subfigure" in figures.figure_overlays(fig):
+    fig = figure_parts.root_figure(ax)
+    if "subfigure" in figure_parts.figure_overlays(fig):
         raise CheckFailure(
             f"the figure holding {where} is split into subfigures (fig.subfigures), which the "
             f"grader "
@@ -175,7 +175,7 @@ def expect_plain_image(where: str, ax: Any, image: Any) -> str | None:
             "nested "
             "ones too)."
         )
-    figures.settle(fig)
+    figure_parts.settle(fig)
     if len(ax.images) != 1:
         raise CheckFailure(
             f"{where} holds {len(ax.images)} images: draw one (an image drawn over another hides "
@@ -187,7 +187,7 @@ def expect_plain_image(where: str, ax: Any, image: Any) -> str | None:
     if alpha is not None and not (np.ndim(alpha) == 0 and float(alpha) >= 0.999):
         raise CheckFailure(f"{where} is drawn transparent (alpha): draw it opaque, without alpha.")
     _expect_increasing_limits(where, image)
-    if not figures.norm_is_linear(image):
+    if not figure_parts.norm_is_linear(image):
         raise CheckFailure(
             f"{where} is drawn with {type(image.norm).__name__}, not a linear colour scale from "
             f"vmin "
@@ -211,13 +211,13 @@ def expect_plain_image(where: str, ax: Any, image: Any) -> str | None:
             f"{where} is drawn through a transform of its own (set_transform): draw it as imshow "
             f"does."
         )
-    if not figures.default_clip(image, ax):
+    if not figure_parts.default_clip(image, ax):
         raise CheckFailure(
             f"{where} is clipped to a shape of its own (set_clip_path or set_clip_box): draw it "
             f"whole."
         )
     _expect_whole_view(where, ax, width, height)
-    extra = figures.axes_overlays(ax)
+    extra = figure_parts.axes_overlays(ax)
     if extra:
         raise CheckFailure(
             f"{where}'s Axes also draws {_kinds(extra)}, which can hide the image: draw the image "
@@ -229,13 +229,13 @@ def expect_plain_image(where: str, ax: Any, image: Any) -> str | None:
             f"{where} is covered by {len(covering)} other Axes drawn over it: place nothing over "
             "the image (a colour bar beside it is fine)."
         )
-    extra = figures.figure_overlays(fig)
+    extra = figure_parts.figure_overlays(fig)
     if extra:
         raise CheckFailure(
             f"the figure holding {where} draws {_kinds(extra)} over its Axes, which can hide the "
             "images: draw nothing on the figure itself (fig.suptitle and fig.text are fine)."
         )
-    box = figures.drawn_position(ax)
+    box = figure_parts.drawn_position(ax)
     inches = (box.width * fig.get_figwidth(), box.height * fig.get_figheight())
     if min(inches) < MIN_IMAGE_INCHES:
         raise CheckFailure(
@@ -297,7 +297,7 @@ MIN_IMAGE_INCHES = 0.2
 
 def _kinds(kinds: list[str]) -> str:
     """``["patch", "patch", "line"]`` as "2 patches, 1 line"."""
-    from autograder.figures import PLURALS
+    from autograder.figure_parts import PLURALS
 
     counts = {kind: kinds.count(kind) for kind in dict.fromkeys(kinds)}
     return ", ".join(
@@ -308,7 +308,7 @@ def _kinds(kinds: list[str]) -> str:
 def _expect_whole_view(where: str, ax: Any, width: int, height: int) -> None:
     """The Axes shows the whole image, upright, filling at least half of it each way, at an aspect
     within 4x."""
-    from autograder import figures
+    from autograder import figure_parts
 
     (x0, x1), (y0, y1) = ax.get_xlim(), ax.get_ylim()
     if not (x0 < x1 and y0 > y1):
@@ -335,7 +335,7 @@ def _expect_whole_view(where: str, ax: Any, width: int, height: int) -> None:
         )
     # the pixels as drawn: at most 4 times taller than wide or wider than tall (aspect="auto" in a
     # 40 by 1.6 inch figure smears them 70 to 1; set_aspect(5) stretches them 5 to 1)
-    box, fig = figures.drawn_position(ax), figures.root_figure(ax)
+    box, fig = figure_parts.drawn_position(ax), figure_parts.root_figure(ax)
     pixel = (box.height * fig.get_figheight() / (y0 - y1)) / max(
         box.width * fig.get_figwidth() / (x1 - x0), 1e-12
     )
@@ -362,12 +362,12 @@ def _colour_map_name(where: str, image: Any) -> str | None:
     import numpy as np
     from matplotlib.colors import Normalize
 
-    from autograder import figures
+    from autograder import figure_parts
 
     cmap = image.get_cmap()
     actual = getattr(image, "reported_cell_colours", None)
     actual = (
-        np.asarray(figures.cell_colours(image) if actual is None else actual, dtype=np.float64)
+        np.asarray(figure_parts.cell_colours(image) if actual is None else actual, dtype=np.float64)
         / 255.0
     )
     data = np.asarray(np.ma.getdata(image.get_array()), dtype=np.float64)
@@ -460,7 +460,7 @@ def describe_type(value: Any) -> str:
         return f"a NumPy array of shape {value.shape} and dtype {value.dtype}"
     kind = type(value).__name__
     if kind == "Opaque" and isinstance(getattr(value, "type_name", None), str):
-        # autograder.channel.Opaque: what the judge received of a value that is not data, or could
+        # autograder.encoding.Opaque: what the judge received of a value that is not data, or could
         # not read
         return f"something the grader could not read as data ({value.type_name})"
     return f"{'an' if kind[0].lower() in 'aeiou' else 'a'} {kind}"
@@ -736,9 +736,9 @@ _OUTCOMES: dict[tuple, tuple[tuple, CheckFailure | None]] = per_grading({})
 
 
 def _identity(value: Any) -> tuple:
-    from autograder import channel
+    from autograder import encoding
 
-    if isinstance(value, channel.Handle):
+    if isinstance(value, encoding.Handle):
         # by the name it was read under: the same after a restart, so a verdict cannot be decided
         # again in a replayed notebook that behaves otherwise
         return ("student", value.variable) if value.variable else ("student", value.key)
@@ -776,7 +776,7 @@ def once(kind: str, funcs: tuple, check: Callable[[], None]) -> CheckFailure | N
 
 
 #: The snapshot of the student's names the judge grades from
-#: (:class:`autograder.judge.StudentEnvironment`), while it runs one question's hidden test
+#: (:class:`autograder.session.StudentEnvironment`), while it runs one question's hidden test
 #: (:func:`reading_snapshot`); ``None`` outside the judge.
 _SNAPSHOT: contextvars.ContextVar[Any] = contextvars.ContextVar("student_snapshot", default=None)
 
@@ -800,7 +800,7 @@ def carries_forward(*names: str) -> Callable[[Callable], Callable]:
     the judge's snapshot.
 
     The judge takes these names into the snapshot it reads before it calls any student function
-    (:func:`carried_names`, read by :func:`autograder.judge.names_read_by`), as it does the hidden
+    (:func:`carried_names`, read by :func:`autograder.notes.names_read_by`), as it does the hidden
     tests' parameters, so a student function called in an earlier question cannot rebind them.
     Outside the judge (Otter's own run of the tests while building) they stay ``MISSING`` and the
     check grades against the reference. The check decides itself whether a value is sensible enough
@@ -858,7 +858,7 @@ def expect_module_parameters(name: str, value: Any) -> list[torch.Tensor]:
     """The parameters of the student's network ``value``, detached, in ``parameters()`` order.
 
     ``value`` is a ``torch.nn.Module`` (in the judge, the
-    :class:`autograder.channel.Handle` a module crossed as, with the copies
+    :class:`autograder.encoding.Handle` a module crossed as, with the copies
     of its parameters that crossed with it). A check that rebuilds the
     network from these tensors grades the weights the network holds, not
     what its ``forward`` chooses to return.
@@ -868,10 +868,10 @@ def expect_module_parameters(name: str, value: Any) -> list[torch.Tensor]:
             can be read (a plain function, a lambda, a module with more than
             :data:`autograder.channel.MAX_PARAMETERS` numbers).
     """
-    from autograder import channel
+    from autograder import channel, encoding
 
     expect_defined(name, value)
-    if isinstance(value, channel.Handle):
+    if isinstance(value, encoding.Handle):
         if value.parameters is not None:
             return [p.detach() for p in value.parameters]
         module, kind = value.is_module, value.type_name or "function"
@@ -923,7 +923,7 @@ def changed_in_place(func: Callable, *pairs: tuple[Any, Any]) -> bool:
     """Whether the last call of ``func`` changed an argument in place: one of the ``(argument, copy
     taken before the call)`` pairs differs (a function called in this process), or the student
     process reported that the call changed a tensor or array argument (``func`` called through it,
-    which receives copies of the judge's arguments: :class:`autograder.judge.RemoteCallable`)."""
+    which receives copies of the judge's arguments: :class:`autograder.session.RemoteCallable`)."""
     return any(not torch.equal(actual, before) for actual, before in pairs) or bool(
         getattr(func, "mutated_arguments", None)
     )

@@ -640,7 +640,7 @@ def _reproduces(
     dtype) the notebook's last cell left; a float32 training's last bits
     depend on them. When that call (or ``default``, the network it already
     gave) differs, the call is repeated in each other setting the notebook's
-    cells ran in (:meth:`autograder.judge.RemoteCallable.other_torch_states`,
+    cells ran in (:meth:`autograder.session.RemoteCallable.other_torch_states`,
     at most two more), so that honest work that sets
     ``torch.set_num_threads(1)`` after training loses nothing.
     """
@@ -1250,7 +1250,7 @@ def check_q6(fig_templates, net_weights) -> None:
     import matplotlib
     from matplotlib.figure import Figure
 
-    from autograder import figures
+    from autograder import figure_parts
 
     expect_type(
         "fig_templates",
@@ -1271,8 +1271,8 @@ def check_q6(fig_templates, net_weights) -> None:
         )
     # the 4 by 4 grid (not a row of 16), read from where each Axes is drawn, so that ImageGrid,
     # hand-placed Axes and a column of colour bars beside the grid pass alike
-    figures.settle(figures.root_figure(drawn[0]))
-    rows, columns, cells = figures.grid_cells(drawn)
+    figure_parts.settle(figure_parts.root_figure(drawn[0]))
+    rows, columns, cells = figure_parts.grid_cells(drawn)
     if (rows, columns) != (4, 4):
         raise CheckFailure(
             f"`fig_templates`' 16 templates are drawn in {rows} row(s) and {columns} column(s) of "

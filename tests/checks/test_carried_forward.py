@@ -952,19 +952,20 @@ def _templates(
 def _crossed(fig):
     """``fig`` as the judge sees it: encoded in the student process, through the wire format,
     rebuilt."""
-    from autograder import channel
+    from autograder import encoding, torch_payload
 
-    return channel.decode(channel.load(channel.dump(channel.encode(fig, {}))), lambda *a: None)
+    crossed = torch_payload.load(torch_payload.dump(encoding.encode(fig, {})))
+    return encoding.decode(crossed, lambda *a: None)
 
 
 def _q6_here_and_crossed(checks, fig, weights) -> dict:
     """q6's failure for ``fig`` in the notebook (``"q6"``) and as it crosses to the judge
     (``"crossed"``). The two read one draw of the figure
-    (:func:`autograder.figures.one_draw_per_figure`): a draw is a function of the figure, which
-    neither the check nor the encoding changes, and drawing it is most of either's time."""
-    from autograder import figures
+    (:func:`autograder.figure_drawing.one_draw_per_figure`): a draw is a function of the figure,
+    which neither the check nor the encoding changes, and drawing it is most of either's time."""
+    from autograder import figure_drawing
 
-    with figures.one_draw_per_figure():
+    with figure_drawing.one_draw_per_figure():
         return failures(
             {
                 "q6": lambda: checks.check_q6(fig, weights),
@@ -1625,7 +1626,7 @@ def _grey_named(name: str):
 
 def _right_only_at_its_values(row: np.ndarray, low: float, high: float) -> np.ndarray:
     """The values the twenty-seventh review's norms and maps keep right: ``row``'s own (as float32
-    gives them) and the 34 points of ``[low, high]`` that ``figures.norm_is_linear`` tries."""
+    gives them) and the 34 points of ``[low, high]`` that ``figure_parts.norm_is_linear`` tries."""
     at = np.concatenate([np.linspace(0.0, 1.0, 9), np.linspace(0.0371, 0.9629, 25)])
     return np.unique(
         np.concatenate(
@@ -1771,7 +1772,7 @@ def _cached_as_grey(ax, shown, row):
 
 
 #: The start of the failure of a template that a draw of the figure does not show
-#: (figures.drawn_mismatch).
+#: (figure_drawing.drawn_mismatch).
 NOT_SHOWN = "`fig_templates`' image 0 does not show its values when the figure is drawn"
 FILTERED = "the figure holding `fig_templates`' image 0 draws {} of its artists through a filter"
 OVERHANG = "the figure holding `fig_templates`' image 0 has contents reaching"
@@ -2184,7 +2185,8 @@ TEMPLATE_FIGURES = {
         OVERHANG,
     ),  # the block is 8 inches across: past the figure's edge first
     # the nineteenth's: matplotlib's own means that no single check read, caught by drawing the
-    # figure once and comparing each image's cells with their own colours (figures.drawn_mismatch)
+    # figure once and comparing each image's cells with their own colours
+    # (figure_drawing.drawn_mismatch)
     # (filters anywhere in the figure are refused by name since the twenty-ninth review)
     "axes_agg_filter": (
         {"after": lambda ax, shown, row: ax.set_agg_filter(_whiten)},

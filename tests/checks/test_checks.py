@@ -722,7 +722,7 @@ def test_call_student_rejects_a_non_function():
     )
 
 
-# ---------------------------------------------------------------- figures.grid_cells
+# ---------------------------------------------------------------- figure_parts.grid_cells
 
 
 @pytest.mark.parametrize(
@@ -738,7 +738,7 @@ def test_call_student_rejects_a_non_function():
 def test_grid_cells_reads_rows_and_columns_from_where_the_axes_are_drawn(layout, expected_shape):
     import matplotlib.pyplot as plt
 
-    from autograder import figures
+    from autograder import figure_parts
 
     fig = plt.figure()
     if layout.startswith("subplots"):
@@ -756,7 +756,7 @@ def test_grid_cells_reads_rows_and_columns_from_where_the_axes_are_drawn(layout,
     else:
         axes = [fig.add_axes((0.1, 0.1, 0.5, 0.5)) for _ in range(16)]
     try:
-        rows, columns, cells = figures.grid_cells(axes)
+        rows, columns, cells = figure_parts.grid_cells(axes)
     finally:
         plt.close(fig)
     assert (rows, columns) == expected_shape, (
@@ -773,13 +773,13 @@ def test_grid_cells_reads_rows_and_columns_from_where_the_axes_are_drawn(layout,
 
 
 def test_grid_cells_refuses_no_axes():
-    from autograder import figures
+    from autograder import figure_parts
 
     with pytest.raises(ValueError, match="at least one Axes"):
-        figures.grid_cells([])
+        figure_parts.grid_cells([])
 
 
-# ---------------------------------------------------------------- figures.drawn_mismatch
+# ---------------------------------------------------------------- figure_drawing.drawn_mismatch
 
 
 def _gradient_image():
@@ -792,14 +792,14 @@ def _gradient_image():
 def test_drawn_mismatch_is_zero_for_a_plain_image_and_sees_later_changes_outside_a_block():
     import matplotlib.pyplot as plt
 
-    from autograder import figures
+    from autograder import figure_drawing
 
     fig, ax, image = _gradient_image()
     try:
-        before = figures.drawn_mismatch(image)
+        before = figure_drawing.drawn_mismatch(image)
         # the whole Axes drawn white
         ax.set_agg_filter(lambda pixels, dpi: (np.ones_like(pixels), 0, 0))
-        after = figures.drawn_mismatch(image)
+        after = figure_drawing.drawn_mismatch(image)
     finally:
         plt.close(fig)
     assert before == 0.0, (
@@ -842,11 +842,11 @@ def test_honest_plots_beside_an_image_are_not_placed_in_pixels(kind):
     every image of the figure."""
     import matplotlib.pyplot as plt
 
-    from autograder import figures
+    from autograder import figure_drawing
 
     fig, image = _beside_an_image(kind)
     try:
-        actual = (figures.pixel_placed(image), figures.drawn_mismatch(image))
+        actual = (figure_drawing.pixel_placed(image), figure_drawing.drawn_mismatch(image))
     finally:
         plt.close(fig)
     assert actual == (0, 0.0), (
@@ -876,18 +876,20 @@ def test_text_that_wraps_is_refused_on_the_figure():
 def test_drawn_mismatch_draws_each_figure_once_inside_a_block(monkeypatch):
     import matplotlib.pyplot as plt
 
-    from autograder import figures
+    from autograder import figure_drawing
 
     draws = []
-    real = figures._draw_and_compare
-    monkeypatch.setattr(figures, "_draw_and_compare", lambda fig: draws.append(fig) or real(fig))
+    real = figure_drawing.draw_and_compare
+    monkeypatch.setattr(
+        figure_drawing, "draw_and_compare", lambda fig: draws.append(fig) or real(fig)
+    )
     fig, (ax, other) = plt.subplots(1, 2, figsize=(6, 3))
     image = ax.imshow(np.arange(28 * 28, dtype=float).reshape(28, 28), cmap="viridis")
     second = other.imshow(np.eye(4))
     try:
-        with figures.one_draw_per_figure():
-            actual = (figures.drawn_mismatch(image), figures.drawn_mismatch(second))
-        figures.drawn_mismatch(image)
+        with figure_drawing.one_draw_per_figure():
+            actual = (figure_drawing.drawn_mismatch(image), figure_drawing.drawn_mismatch(second))
+        figure_drawing.drawn_mismatch(image)
     finally:
         plt.close(fig)
     assert actual == (0.0, 0.0), f"both images show their values: {actual}"
@@ -899,7 +901,7 @@ def test_drawn_mismatch_draws_each_figure_once_inside_a_block(monkeypatch):
 def test_figure_and_axes_problems_are_read_once_per_figure_inside_a_block(monkeypatch):
     import matplotlib.pyplot as plt
 
-    from autograder import figures
+    from autograder import figure_drawing, figures
 
     measured = []
     real = figures._overhang_inches
@@ -908,7 +910,7 @@ def test_figure_and_axes_problems_are_read_once_per_figure_inside_a_block(monkey
     ax.imshow(np.eye(4))
     other.set_xscale("log")
     try:
-        with figures.one_draw_per_figure():
+        with figure_drawing.one_draw_per_figure():
             inside = [figures.figure_problems(fig), figures.figure_problems(fig)]
             axes = [
                 figures.axes_problems(other),
@@ -939,14 +941,14 @@ def test_figure_and_axes_problems_are_read_once_per_figure_inside_a_block(monkey
 def test_drawn_mismatch_leaves_the_figure_as_it_was():
     import matplotlib.pyplot as plt
 
-    from autograder import figures
+    from autograder import figure_drawing
 
     fig, ax, image = _gradient_image()
     image.set_interpolation("bilinear")
     dpi = fig.dpi
     canvas = fig.canvas
     try:
-        figures.drawn_mismatch(image)
+        figure_drawing.drawn_mismatch(image)
         actual = (image.get_interpolation(), fig.dpi, fig.canvas)
     finally:
         plt.close(fig)

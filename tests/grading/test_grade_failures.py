@@ -27,21 +27,11 @@ import pytest
 
 from autograder import grade as grade_module
 from autograder import judge_pool
-from autograder.grade import (
-    DEFAULT_TIMEOUT,
-    JUDGE_MARGIN,
-    GradeResult,
-    batch_labels,
-    failure_results,
-    format_table,
-    grade_many,
-    grade_one,
-    judge_limits,
-    question_scores,
-    submission_label,
-    write_csv,
-)
-from autograder.judge import Limits
+from autograder.grade import JUDGE_MARGIN, grade_many, grade_one, judge_limits
+from autograder.judge_interface import DEFAULT_TIMEOUT, Limits
+from autograder.results import failure_results, question_scores
+from autograder.scores import GradeResult, format_table, write_csv
+from autograder.staging import batch_labels, submission_label
 
 #: Otter's Gradescope results as ``otter run`` writes them: the public summary
 #: (no max_score, or 0 points), hidden-test entries, a question split over
@@ -1021,7 +1011,7 @@ answer = 42'''
 def test_grading_as_root_makes_submissions_and_results_unreadable_to_other_users(tmp_path):
     """The newcomer's finding: student code (another user) could list and read the batch's other
     submissions."""
-    from autograder.grade import protect_inputs, restore_modes
+    from autograder.staging import protect_inputs, restore_modes
 
     subs = tmp_path / "subs"
     subs.mkdir(mode=0o755)
@@ -1078,7 +1068,7 @@ def test_a_folder_on_the_way_to_the_interpreter_stays_traversable(tmp_path, monk
     sandbox user could no longer reach the interpreter in ``.venv/``, and every later grading
     failed."""
     from autograder import grade as grade_module
-    from autograder.grade import protect_inputs, restore_modes
+    from autograder.staging import protect_inputs, restore_modes
 
     repo = tmp_path / "repo"
     interpreter = repo / ".venv" / "bin" / "python"
@@ -1111,7 +1101,7 @@ def _notebook_json(padding: int = 0) -> str:
 
 
 def test_a_notebook_larger_than_the_grader_reads_is_refused_saying_how_large(tmp_path):
-    from autograder.judge import MAX_NOTEBOOK_BYTES, SubmissionError, load_submission
+    from autograder.submission import MAX_NOTEBOOK_BYTES, SubmissionError, load_submission
 
     path = tmp_path / "huge.ipynb"
     # sparse: the size is what counts, and it is refused before any read
@@ -1126,7 +1116,7 @@ def test_a_notebook_larger_than_the_grader_reads_is_refused_saying_how_large(tmp
 def test_a_zip_that_unpacks_to_more_than_the_grader_reads_is_refused_unread(tmp_path):
     """A nineteenth hostile review: a zip of 153 KB took the judge (root, no memory limit) to 820
     MB."""
-    from autograder.judge import MAX_NOTEBOOK_BYTES, SubmissionError, load_submission
+    from autograder.submission import MAX_NOTEBOOK_BYTES, SubmissionError, load_submission
 
     bomb, honest = tmp_path / "bomb.zip", tmp_path / "honest.zip"
     with zipfile.ZipFile(bomb, "w", compression=zipfile.ZIP_DEFLATED) as archive:
@@ -1192,13 +1182,13 @@ def test_working_folders_are_made_where_no_student_lists_them_and_abandoned_ones
     notebook in it as its own (31/31 for a blank notebook). Working folders are made in a folder
     only root may list (mode 0711), and a folder whose judge has ended is removed by the next
     grading, however deep it is."""
-    from autograder import judge
+    from autograder import sandbox_user, work_folders
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    parent, own = judge._work_parent()
+    parent, own = work_folders.work_parent()
     info = parent.lstat()
     assert (parent, own, info.st_uid, stat.S_IMODE(info.st_mode)) == (
-        tmp_path / judge.WORK_FOLDER_NAME,
+        tmp_path / work_folders.WORK_FOLDER_NAME,
         False,
         0,
         0o711,
@@ -1217,26 +1207,26 @@ def test_working_folders_are_made_where_no_student_lists_them_and_abandoned_ones
     (deep / "where_mlps_fail.ipynb").write_text("{}")
     running = parent / f"submission-{os.getpid()}-xyz"
     running.mkdir()
-    judge._remove_abandoned(parent)
+    work_folders._remove_abandoned(parent)
     assert sorted(p.name for p in parent.iterdir()) == [running.name], (
         "the folder of an ended judge should be removed, a running judge's kept"
     )
     # earlier versions' folders in the open temporary folder, unchanged for an hour: removed if they
     # are the judge's or the sandbox user's, kept otherwise
-    old = time.time() - judge.ABANDONED_AFTER_SECONDS - 60
+    old = time.time() - work_folders.ABANDONED_AFTER_SECONDS - 60
     legacy = {
         "submission-abcd1234": (65534, old),
         "judge-abcd1234": (0, old),
         "submission-recent12": (65534, None),
         "submission-other123": (1000, old),
-        "submission-efgh5678": (judge.SLOT_UID_BASE + 1, old),
+        "submission-efgh5678": (sandbox_user.SLOT_UID_BASE + 1, old),
     }
     for name, (owner, changed) in legacy.items():
         (tmp_path / name / "d").mkdir(parents=True)
         os.chown(tmp_path / name, owner, owner)
         if changed is not None:
             os.utime(tmp_path / name, (changed, changed))
-    judge._work_parent()
+    work_folders.work_parent()
     assert sorted(name for name in legacy if (tmp_path / name).exists()) == [
         "submission-other123",
         "submission-recent12",
@@ -1245,7 +1235,7 @@ def test_working_folders_are_made_where_no_student_lists_them_and_abandoned_ones
     # afterwards
     running.rmdir()
     os.chown(parent, 65534, 65534)
-    other, own = judge._work_parent()
+    other, own = work_folders.work_parent()
     assert (
         own
         and other != parent
@@ -1258,7 +1248,7 @@ def test_working_folders_are_made_where_no_student_lists_them_and_abandoned_ones
 def test_remove_tree_removes_a_chain_too_deep_for_shutil(tmp_path):
     """``shutil.rmtree`` recurses, and a student's chain of 1,500 folders in its working folder
     stopped it (``RecursionError``) after the results were decided."""
-    from autograder import judge
+    from autograder import removal
 
     top = tmp_path / "submission"
     top.mkdir()
@@ -1271,7 +1261,7 @@ def test_remove_tree_removes_a_chain_too_deep_for_shutil(tmp_path):
     os.close(fd)
     (top / "link").symlink_to(tmp_path)  # a link is removed, not followed
     (tmp_path / "kept").write_text("kept")
-    judge.remove_tree(top)
+    removal.remove_tree(top)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["kept"]
 
 
@@ -1284,7 +1274,7 @@ def test_a_judge_stopped_from_outside_leaves_no_student_process_or_working_folde
     does first), the judge stops the student's processes and removes its working folders."""
     import nbformat
 
-    from autograder import judge
+    from autograder import process_tree, work_folders
 
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell("import time\nfor _ in range(600):\n    time.sleep(0.1)")]
@@ -1303,7 +1293,7 @@ def test_a_judge_stopped_from_outside_leaves_no_student_process_or_working_folde
         stderr=subprocess.DEVNULL,
     )
     parent = (
-        Path(tempfile.gettempdir()) / judge.WORK_FOLDER_NAME
+        Path(tempfile.gettempdir()) / work_folders.WORK_FOLDER_NAME
         if os.geteuid() == 0
         else Path(tempfile.gettempdir())
     )
@@ -1318,7 +1308,9 @@ def test_a_judge_stopped_from_outside_leaves_no_student_process_or_working_folde
             time.sleep(0.5)
             folders = sorted(parent.glob(f"submission-{proc.pid}-*"))
             students = [
-                pid for pid, (ppid, _, _) in judge._process_table().items() if ppid == proc.pid
+                pid
+                for pid, (ppid, _, _) in process_tree.process_table().items()
+                if ppid == proc.pid
             ]
         assert students and folders, (
             f"the judge should have started a student process in a working folder: {folders}"
@@ -1330,7 +1322,9 @@ def test_a_judge_stopped_from_outside_leaves_no_student_process_or_working_folde
         if proc.poll() is None:
             proc.kill()
     left = [
-        pid for pid in students if os.path.exists(f"/proc/{pid}") and judge._has_live_threads(pid)
+        pid
+        for pid in students
+        if os.path.exists(f"/proc/{pid}") and process_tree.has_live_threads(pid)
     ]
     assert left == [], f"the student's processes should be stopped with the judge: {left}"
     assert [f for f in folders if f.exists()] == [] and not list(
@@ -1340,7 +1334,7 @@ def test_a_judge_stopped_from_outside_leaves_no_student_process_or_working_folde
 
 def test_a_notebook_or_zip_is_read_whatever_the_case_of_its_suffix(tmp_path):
     """Windows may save ``Lab.IPYNB``; it was refused as "not a notebook" and scored 0."""
-    from autograder.judge import find_gradescope_submission, load_submission
+    from autograder.submission import find_gradescope_submission, load_submission
 
     notebook = tmp_path / "submission" / "Lab.IPYNB"
     notebook.parent.mkdir()
@@ -1440,10 +1434,10 @@ def test_a_student_graded_as_nobody_cannot_stop_the_next_gradings_check_of_its_u
     uid the student cannot signal."""
     import pwd
 
-    from autograder import judge
+    from autograder import judge, leftovers, sandbox_user
 
-    nobody = pwd.getpwnam(judge.SANDBOX_USER)
-    attacker, attackers_slot = judge._claim_sandbox(nobody)  # the hostile grading's slot
+    nobody = pwd.getpwnam(sandbox_user.SANDBOX_USER)
+    attacker, attackers_slot = leftovers.claim_sandbox(nobody)  # the hostile grading's slot
     killer = subprocess.Popen(
         [sys.executable, "-s", "-c", _KILLER],
         user=attacker.pw_uid,
@@ -1454,7 +1448,7 @@ def test_a_student_graded_as_nobody_cannot_stop_the_next_gradings_check_of_its_u
     )
     try:
         time.sleep(1)  # the killer is running
-        monkeypatch.setattr(judge, "_USER_CHECKED", {})  # this judge has checked no user yet
+        monkeypatch.setattr(sandbox_user, "_USER_CHECKED", {})  # this judge has checked no user yet
         submission = notebook(tmp_path / "hw.ipynb", "answer = 42")
         results = judge.grade_submission(
             tiny_zip, submission, tmp_path / "results.json", judge.Limits(deadline=90)
@@ -1864,7 +1858,7 @@ def test_the_build_checks_that_every_tests_imports_resolve(unbuilt_where_mlps_fa
 def test_where_a_failure_was_raised_tells_the_graders_fault_from_the_students():
     from autograder.checks import expect_tensor
     from autograder.grading_errors import fault_of
-    from autograder.judge import StudentError
+    from autograder.session import StudentError
     from reference.where_mlps_fail import slide
 
     def raised(call) -> BaseException:

@@ -36,7 +36,7 @@ from pathlib import Path
 import pytest
 
 from autograder.build import build_assignment
-from autograder.grade import question_scores
+from autograder.results import question_scores
 from autograder.results_schema import validate_results
 from tests.fixtures.hostile.catalogue import (
     CACHE_PROBE,
@@ -78,9 +78,9 @@ AUTOGRADER_RESULTS = Path("/autograder/results/results.json")
 
 
 def _sandboxed() -> bool:
-    from autograder import judge
+    from autograder import process_tree, sandbox_user
 
-    return judge._is_root() and judge._sandbox_user() is not None
+    return process_tree.is_root() and sandbox_user._sandbox_user() is not None
 
 
 SANDBOXED = _sandboxed()
@@ -96,7 +96,8 @@ def _grade(
     """In a pool worker: the judge on one submission. Returns ``(results, seconds)``."""
     import torch
 
-    from autograder.judge import Limits, grade_submission
+    from autograder.judge import grade_submission
+    from autograder.judge_interface import Limits
 
     torch.set_num_threads(1)
     started = time.monotonic()

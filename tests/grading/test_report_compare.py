@@ -28,10 +28,12 @@ import pytest
 
 from autograder import cli
 from autograder.compare import ONLY_NEW, ONLY_OLD, Change, compare
-from autograder.grade import batch_labels, grade_many
-from autograder.judge import NOT_RUN, CellRecord, _cell_notes
+from autograder.grade import grade_many
+from autograder.notes import cell_notes
 from autograder.outcomes import BatchError, Outcome, limits_hit, read_batch
 from autograder.report import question_figure, render, score_figure, write_report
+from autograder.staging import batch_labels
+from autograder.student_process import NOT_RUN, CellRecord
 from tests.fixtures.hostile.catalogue import HOSTILE, Sources
 from tests.fixtures.submissions import apply
 from tests.fixtures.where_mlps_fail.catalogue import WRONG
@@ -149,7 +151,7 @@ def test_read_batch_refuses_a_folder_without_a_batch(tmp_path):
 
 
 def test_limits_are_found_in_the_judges_own_notes():
-    """The notes the judge writes for stopped cells (judge._cell_notes), each classified; a cell
+    """The notes the judge writes for stopped cells (notes.cell_notes), each classified; a cell
     that raised is the student's own text, whatever it says."""
     records = [
         CellRecord(
@@ -170,21 +172,21 @@ def test_limits_are_found_in_the_judges_own_notes():
         ),
         CellRecord(4, None, NOT_RUN),
     ]
-    labelled = _cell_notes(records, lambda index: f"the {index + 1}th code cell under q2's text")
+    labelled = cell_notes(records, lambda index: f"the {index + 1}th code cell under q2's text")
     assert [kind for kind, _ in limits_hit("\n".join(labelled))] == [
         "cell",
         "cell",
         "memory",
         "deadline",
     ]
-    numbered = _cell_notes(records)  # cells numbered when the judge has no notebook map
+    numbered = cell_notes(records)  # cells numbered when the judge has no notebook map
     assert [kind for kind, _ in limits_hit("\n".join(numbered))] == [
         "cell",
         "cell",
         "memory",
         "deadline",
     ]
-    blocked = _cell_notes(
+    blocked = cell_notes(
         [
             CellRecord(
                 0,

@@ -36,7 +36,7 @@ def readable_mnist():
     read root's cache (``~/.cache/vision-autograder``). The copy lives in a
     world-readable temporary folder for this module only.
     """
-    from autograder.mnist_data import find_mnist
+    from autograder.mnist_files import find_mnist
 
     folder = Path(tempfile.mkdtemp(prefix="mnist-readable-"))
     try:

@@ -29,7 +29,8 @@ from contextlib import contextmanager
 
 import pytest
 
-from autograder.grade import GradeResult, grade_many
+from autograder.grade import grade_many
+from autograder.scores import GradeResult
 from tests.fixtures.when_it_fails.catalogue import (
     ALTERNATIVE,
     CARRIED_FORWARD,

@@ -63,7 +63,9 @@ def test_wheel_holds_the_public_tests_and_no_hidden_test_or_reference(wheel):
     assert not [n for n in actual if n.startswith("reference/")], (
         "reference solutions are in the student wheel"
     )
-    assert "autograder/judge.py" not in actual
+    judge_side = ["judge", "session", "student_process", "leftovers", "sandbox_user", "notes"]
+    in_wheel = [n for n in judge_side if f"autograder/{n}.py" in actual]
+    assert not in_wheel, f"the judge's modules are in the student wheel: {in_wheel}"
 
 
 def test_wheel_metadata_names_the_student_distribution_with_the_full_package_requirements(wheel):
