@@ -1,9 +1,9 @@
 """The wire between the judge and the student process: framed JSON plus tensor payloads.
 
-Nothing that crosses is ever unpickled as arbitrary Python: headers are JSON,
-values are ``torch.save`` payloads read back with ``torch.load(...,
-weights_only=True)``, which rebuilds only tensors, numbers, strings, ``None``
-and the standard containers. Values that are not data (functions, models,
+Nothing that crosses is ever unpickled: headers are JSON, values are
+safetensors files whose metadata holds the rest of the value as JSON
+(:mod:`autograder.tensor_payload`), which rebuild only tensors, numbers,
+strings, ``None`` and the standard containers. Values that are not data (functions, models,
 figures, anything else) cross as tagged descriptions: a callable becomes a
 *handle* the judge can call back through the student process, a matplotlib
 figure becomes its Axes' image arrays and colour limits, anything else only
@@ -14,8 +14,8 @@ the network's forward pass (:class:`Handle`).
 
 This module holds the frames (:func:`send`, :func:`recv`) and the limits both
 sides keep; a value is encoded and decoded by :mod:`autograder.encoding`, a
-figure by :mod:`autograder.figure_wire`, and the payload written and checked by
-:mod:`autograder.torch_payload`. All four are imported by the student process, so
+figure by :mod:`autograder.figure_wire`, and the payload written and read by
+:mod:`autograder.tensor_payload`. All four are imported by the student process, so
 they must not import the references or the checks.
 """
 
@@ -31,79 +31,51 @@ from typing import Any
 #: Largest frame accepted from the other side (bytes). A student value over
 #: this is reported as too large instead of exhausting the judge's memory.
 MAX_FRAME = 256 * 1024 * 1024
-
-
 #: Deepest nesting of containers that is encoded; deeper is "too deeply nested".
 MAX_DEPTH = 32
-
-
-#: Largest pickle (the part of a payload that is not tensor storage) the judge
-#: unpickles: ``weights_only`` unpickling runs in Python, about a microsecond
-#: per item, so this bounds the time a crafted payload can cost the judge.
-MAX_PICKLE = 4 * 1024 * 1024
-
-
-#: Most records a payload may hold (one per tensor, and six more): a record costs ``zipfile`` about
-#: 0.5 KB to read, ten times its bytes in the payload.
-MAX_RECORDS = 65_536
-
-
-#: Largest pickle, and most records, of what one call of a student's function returns. The four
-#: assignments' solutions return at most 449 bytes of pickle and 10 records, and a list of 2,000
-#: one-number arrays (an honest ``target(X_test)`` written as a loop, which ``np.asarray`` accepts)
-#: 172 KB and 2,006 records. Capped so that a right return padded with tiny tensors costs the
-#: judge at most about 0.7 seconds a reply (4 MB of pickle cost 9 seconds, 40 replies a check); the
-#: values the judge reads once (a notebook's names) keep :data:`MAX_PICKLE` and :data:`MAX_RECORDS`.
-MAX_REPLY_PICKLE = 1024 * 1024
-
-
-MAX_REPLY_RECORDS = 4096
-
-
-#: Most containers and values one decoded value may hold, counting shared
-#: references each time they are reached (a few bytes of pickle can describe
-#: a tree of 2**64 nodes).
+#: Largest header (bytes) of a payload the judge parses: the tensors' entries and the value's JSON
+#: (everything but the tensors' bytes). Parsing costs the judge about 10 ms a MB.
+MAX_HEADER = 4 * 1024 * 1024
+#: Most tensors (and arrays) one payload may hold: each costs an entry of about 60 bytes of header
+#: and a tensor the judge builds.
+MAX_TENSORS = 65_536
+#: Largest header, and most tensors, of what one call of a student's function returns. The four
+#: assignments' solutions return a few tensors, and a list of 2,000 one-number arrays (an honest
+#: ``target(X_test)`` written as a loop, which ``np.asarray`` accepts) 2,000. Capped so that a right
+#: return padded with tiny tensors costs the judge little per reply, of the 40 a check makes; the
+#: values the judge reads once (a notebook's names) keep :data:`MAX_HEADER` and
+#: :data:`MAX_TENSORS`.
+MAX_REPLY_HEADER = 1024 * 1024
+MAX_REPLY_TENSORS = 4096
+#: Most containers and values one decoded value may hold, counting shared references each time
+#: they are reached (the same tensor, or a figure description, referenced many times).
 MAX_NODES = 1_000_000
-
-
 #: Most Axes a figure may have, and inset Axes in all, to be rebuilt by the judge; four times as
 #: many images in all, and as many stand-ins for what else an Axes draws as it has Axes. Rebuilt, an
 #: Axes costs the judge about 0.2 MB and 10 ms, an image or a stand-in about 20 KB: a figure at most
 #: about 100 MB and 3 seconds.
 MAX_AXES = 64
-
-
 #: Largest figure (square inches) the judge rebuilds: matplotlib's renderer allocates every pixel of
 #: a figure when it measures one, and 600 by 600 inches at its 100 dots per inch took 13.8 GB; 2,000
 #: square inches are 20 million pixels at 100 dots per inch
 #: (:data:`autograder.figure_parts.MAX_RENDER_PIXELS`), 45 by 45 inches.
 MAX_FIGURE_AREA = 2000
-
-
 #: Most numbers a figure's images may hold in all for the judge to rebuild it: the figures the
 #: checks read hold 16 images of 28 by 28 (12,544 numbers); matplotlib copies an image's array when
 #: it is shown, and the checks hold its colours in float64 (32 bytes a cell), so an image of
 #: 16,000 by 16,000 cells sent as one byte of storage (a stride-0 view) would cost the judge
 #: gigabytes.
 MAX_IMAGE_NUMBERS = 2**18
-
-
 #: Most figures one payload rebuilds; the same description sent again is the same figure, rebuilt
 #: once (one description referenced many times, each rebuilt with 4,160 Axes, would cost 7 GB). An
 #: assignment grades one figure.
 MAX_FIGURES = 2
-
-
 #: Most numbers (summed over its parameter tensors) a student's ``nn.Module``
 #: may hold for its parameters to cross with it: the largest network an
 #: assignment asks for has about 0.4 million; 4 million float32 are 16 MB.
 MAX_PARAMETERS = 4_000_000
-
-
 #: Most parameter tensors a student's ``nn.Module`` may have for them to cross.
 MAX_PARAMETER_TENSORS = 64
-
-
 KIND = "__kind__"
 
 
@@ -118,8 +90,6 @@ class ChannelTimeout(ChannelClosed):
 
 #: Bytes per ``send`` or ``recv`` call.
 CHUNK = 1 << 20
-
-
 #: While a frame is sent or awaited with a deadline, ``tick`` is called about this often (seconds).
 TICK_SECONDS = 0.1
 

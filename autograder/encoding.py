@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from autograder import channel
+from autograder import channel, tensor_payload
 from autograder.channel import (
     KIND,
     TooComplex,
@@ -23,7 +23,7 @@ from autograder.figure_wire import encode_figure, rebuild_figure
 
 
 def encode(value: Any, handles: dict[int, Any], depth: int = 0) -> Any:
-    """Turn a student's value into data ``torch.save`` can write and ``weights_only`` can read.
+    """Turn a student's value into data :func:`autograder.tensor_payload.dump` writes.
 
     Callables are stored in ``handles`` and sent as ``{"__kind__": "callable",
     "handle": id}``. Runs in the student process.
@@ -34,8 +34,8 @@ def encode(value: Any, handles: dict[int, Any], depth: int = 0) -> Any:
         return {KIND: "opaque", "type": "too deeply nested"}
     if value is None or isinstance(value, (torch.dtype, torch.Size)):
         return value
-    # plain types only: subclasses (numpy.float64 is a float, an IntEnum an
-    # int) would be refused by weights_only loading on the judge's side
+    # plain types only: subclasses (numpy.float64 is a float, an IntEnum an int) cross as the
+    # plain value they hold
     for plain_type in (bool, int, float, complex, str):
         if isinstance(value, plain_type):
             return plain_type(value)
@@ -48,14 +48,15 @@ def encode(value: Any, handles: dict[int, Any], depth: int = 0) -> Any:
             or value.is_quantized
             or value.is_nested
         ):
-            # what the judge does not read (_check_tensors), named, instead of a payload it refuses
-            # whole
+            # what the payload does not hold, named, instead of a payload that cannot be written
             return {
                 KIND: "opaque",
                 "type": f"torch.Tensor ({str(value.layout).replace('torch.', '')} layout on "
                 f"{value.device.type}{', quantized' if value.is_quantized else ''}"
                 f"{', nested' if value.is_nested else ''})",
             }
+        if value.dtype not in tensor_payload.CARRIED_DTYPES:
+            return {KIND: "opaque", "type": f"torch.Tensor of {str(value.dtype)[6:]}"}
         tensor = value.detach().clone()
         # a subclass (torchvision's tv_tensors.Image): its data, plainly
         if type(tensor) is not torch.Tensor:
@@ -325,8 +326,6 @@ def decode(value: Any, call: Any, budget: Budget | None = None, _depth: int = 0)
 
 #: The values :func:`encode` sends as they are, which :func:`decode` takes as they are.
 _PLAIN = (bool, int, float, complex, str, torch.dtype, torch.Size)
-
-
 #: Most keys of one set or dict (or items of a set) that may share a hash. Ints, floats and tuples
 #: of them hash alike in every process, and each key inserted is compared with every earlier one of
 #: its hash: a set of 80,000 ints of one hash (multiples of 2**61 - 1) takes the judge 76 s to

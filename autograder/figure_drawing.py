@@ -30,8 +30,6 @@ from autograder.figure_parts import (
 #: cells (honest figures in the tests: 0 to 2 %); a cover that hides what the student drew hides
 #: most of the cells (70 to 100 % in the hostile figures of tests/checks/).
 MAX_DRAWN_MISMATCH = 0.1
-
-
 #: A pixel is in its cell's colour when no channel is more than this far off (0 to 255); a cell is
 #: drawn in other colours when fewer than :data:`MIN_CELL_PIXELS_SHOWN` of its pixels are. Resampled
 #: ``nearest``, a cell's pixels have its colour to within 1 (Agg's rounding); 40 leaves room for the
@@ -39,32 +37,22 @@ MAX_DRAWN_MISMATCH = 0.1
 #: colours is 100 or more off. Half the pixels: a cover needs to hide most of a cell, so pinholes at
 #: a few pixels do not pass.
 DRAWN_COLOUR_TOLERANCE = 40
-
-
 MIN_CELL_PIXELS_SHOWN = 0.5
-
-
 #: A drawn pixel shows its colour only when at least this opaque (0 to 255): Jupyter shows a
 #: figure's PNG over the notebook's own background, white or dark, so a pixel of alpha ``a`` moves
 #: up to ``255 - a`` towards it, which is past :data:`DRAWN_COLOUR_TOLERANCE` below this. A pixel
 #: that keeps its colour at 1/255 opacity (a filter on the figure, or a draw event's code writing
 #: the canvas's alpha) shows blank, so draws are read with their alpha.
 MIN_SHOWN_ALPHA = 255 - DRAWN_COLOUR_TOLERANCE
-
-
 #: The colour :func:`_as_seen` gives a pixel too see-through to show one: no cell's colour is near
 #: it.
 _NO_COLOUR = -1000
-
-
 #: The grader's draw gives each image cell at least this many pixels a side (up to
 #: :data:`MAX_RENDER_DPI`): a one-pixel grid line through a cell's middle is then at most a quarter
 #: of its pixels across. The draw is never coarser than 72 dpi (points and pixels alike) nor finer
 #: than 400 (a 0.2-inch image of 28 cells, the smallest the checks accept, gets 4 pixels a cell at
 #: 560; 400 gives it about 3).
 RENDER_PIXELS_PER_CELL = 4.0
-
-
 MIN_RENDER_DPI, MAX_RENDER_DPI = 72.0, 400.0
 
 
@@ -140,8 +128,6 @@ def _drawn(image: Any) -> dict:
 #: The draws of :func:`one_draw_per_figure`'s block (``{id(figure): (figure, {id(image):
 #: share})}``), else ``None``.
 _DRAWS: dict | None = None
-
-
 #: What :func:`once_per_block`'s functions found in that block (``{(name, id(artist)): (artist,
 #: found)}``).
 _READS: dict | None = None
@@ -394,13 +380,9 @@ def _plain_pipelines(images: list[Any]):
 #: nothing in a plain draw, but Jupyter shows a figure cropped to its contents
 #: (``bbox_inches="tight"``), which moves everything else down and the images under the text.
 _SHIFT_INCHES = 0.5
-
-
 #: Inches an artist may move between two draws at different dpi (text and layouts measured in whole
 #: pixels).
 _PLACE_TOLERANCE = 0.05
-
-
 #: At most this many of a collection's offsets are compared.
 _MAX_OFFSETS = 1000
 

@@ -14,8 +14,6 @@ from typing import Any
 #: ticks are not artists of these lists, and plain text (no box behind it) covers nothing.
 #: Everything else does, or can.
 OVERLAY_KINDS = ("patch", "line", "collection", "table", "artist", "boxed text", "legend")
-
-
 #: Each kind in messages, more than one of it (the figure's own kinds too).
 PLURALS = {
     "patch": "patches",
@@ -141,17 +139,11 @@ def cell_colours(image: Any) -> Any:
 #: wider than this (points) and not moved off it. ``plt.xkcd()`` outlines every text, spine and tick
 #: in white, 4 points wide; a spine stroked 400 points wide in white blanks every template.
 MAX_STROKE_WIDTH = 4.0
-
-
 #: Layout engines that only place Axes (matplotlib's own); another can move them anywhere when the
 #: figure is drawn.
 LAYOUT_ENGINES = ("ConstrainedLayoutEngine", "TightLayoutEngine", "PlaceHolderLayoutEngine")
-
-
 #: A figure drawn at fewer dots per inch than this shows nothing (:func:`figure_problems`).
 MIN_FIGURE_DPI = 30
-
-
 #: ...and at most this many pixels in all (80 MB of RGBA: a figure of 20 by 20 inches is drawn at
 #: 220 dpi).
 MAX_RENDER_PIXELS = 20e6
@@ -284,8 +276,6 @@ def lines_over(ax: Any) -> float:
 
 #: What a line without markers has as its marker (matplotlib's grid lines have none).
 NO_MARKER = ("", " ", "None", "none", None)
-
-
 #: The markers matplotlib draws tick marks with (TICKLEFT, TICKRIGHT, TICKUP, TICKDOWN; "|" and "_"
 #: for ticks drawn in and out), and none.
 TICK_MARKERS = (0, 1, 2, 3, "|", "_", *NO_MARKER)

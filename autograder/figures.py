@@ -64,21 +64,13 @@ MAX_SPINE_WIDTH, MAX_TICK_LENGTH, MAX_TICK_WIDTH, MAX_GRID_WIDTH, MAX_FONT_SIZE 
 #: An image's Axes may have at most this share of its area under text (a short label in a corner is
 #: fine)...
 MAX_TEXT_OVER = 0.05
-
-
 #: ...and under grid lines and tick marks (:func:`lines_over`).
 MAX_LINES_OVER = 0.3
-
-
 #: An Axes has four spines (left, right, bottom, top); more, each under the width limit, could lie
 #: side by side over the image.
 MAX_SPINES = 4
-
-
 #: A colour map may have at most this many colours...
 MAX_COLOUR_MAP_COLOURS = 65536
-
-
 #: ...and its colours may change by at most this much along it: the sum, over each pair of
 #: neighbouring colours, of their largest difference in red, green or blue (0 to 1). Matplotlib's
 #: own maps change by at most 9.3 (``tab20``; ``gray`` 1, ``RdBu_r`` 2.5, ``nipy_spectral`` 6), but
@@ -88,8 +80,6 @@ MAX_COLOUR_MAP_COLOURS = 65536
 #: distance between its colours and the grey for every value it keeps: 4,634 for 16 templates, 133
 #: for the trousers (256 grey levels); under this bound a map can keep only a few values that way.
 MAX_COLOUR_MAP_CHANGE = 10.0
-
-
 #: Every colour of the map must be this opaque: a map opaque only at the image's own values shows
 #: the Axes' grey through it in a smoothing draw.
 MIN_COLOUR_MAP_ALPHA = 0.99

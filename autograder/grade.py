@@ -50,13 +50,9 @@ from autograder.staging import (
 #: torch and Otter, stopping the student process, writing the results): a
 #: submission's timeout is the judge's deadline plus this (540 + 60 = 600).
 JUDGE_MARGIN = 60.0
-
-
 #: The least margin accepted when both a timeout and limits are given: a
 #: judge stopped from outside before its deadline loses everything graded.
 MIN_JUDGE_MARGIN = 10.0
-
-
 RUNNERS = ("judge", "otter")
 
 

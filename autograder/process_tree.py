@@ -209,16 +209,10 @@ def c_library() -> Any:
 
 
 _LIBC: Any = None
-
-
 #: Where the kernel's control groups are mounted.
 CGROUP_ROOT = Path("/sys/fs/cgroup")
-
-
 #: The judge's own control groups (the line ``0::/`` says it is in cgroup v2's root).
 SELF_CGROUP = Path("/proc/self/cgroup")
-
-
 #: A student CPU group's name: this, then the pid of the judge that made it.
 CPU_GROUP_PREFIX = "vision-autograder-"
 

@@ -18,15 +18,11 @@ from pathlib import Path
 from autograder.process_tree import is_root
 
 SANDBOX_USER = "nobody"
-
-
 #: Student processes of gradings that run at the same time on one machine run
 #: as different users, so that one cannot read, write, signal or trace
 #: another's: the first holds :data:`SANDBOX_USER`, the n-th the unnamed user
 #: (and group) id ``SLOT_UID_BASE + n``, which has the same rights as "other".
 SLOT_UID_BASE = 64900
-
-
 MAX_SLOTS = 32
 
 

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from autograder import channel, encoding, torch_payload
+from autograder import channel, encoding, tensor_payload
 from autograder.judge_interface import Limits
 from autograder.rebound import KindWatch, NotebookMap
 from autograder.student_process import (
@@ -215,7 +215,7 @@ class Session:
         if header.get("op") != "values":
             raise StudentFailure("the student process answered out of turn")
         try:
-            encoded = torch_payload.load(payload)
+            encoded = tensor_payload.load(payload)
         except Exception as err:  # noqa: BLE001 - whatever the student process sent
             if whole:
                 raise StudentFailure(f"the values could not be read together ({err})") from None
@@ -310,7 +310,7 @@ class RemoteCallable(encoding.Handle):
             raise StudentFailure(
                 f"{self.__name__} is gone: the student process was stopped earlier{why}"
             )
-        payload = torch_payload.dump(
+        payload = tensor_payload.dump(
             ([_outgoing(a) for a in args], {k: _outgoing(v) for k, v in kwargs.items()})
         )
         self.mutated_arguments = []
@@ -347,7 +347,7 @@ class RemoteCallable(encoding.Handle):
             gc.collect()
             self._session.returned_bytes = len(body)
         try:
-            result = torch_payload.load(body, channel.MAX_REPLY_PICKLE, channel.MAX_REPLY_RECORDS)
+            result = tensor_payload.load(body, channel.MAX_REPLY_HEADER, channel.MAX_REPLY_TENSORS)
         except Exception as err:  # noqa: BLE001 - whatever the student process sent
             return encoding.Opaque(f"value the judge could not read ({err})")
         return _decoded(

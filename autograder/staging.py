@@ -18,8 +18,6 @@ from pathlib import Path
 
 #: The private copy of a submission is named this plus the original suffix, in lower case.
 STAGED_STEM = "staged-submission"
-
-
 #: names in a batch's output folder that no submission's folder may take (:func:`batch_labels`)
 RESERVED_LABELS = frozenset({"scores.csv", "report.html", "compare.csv"})
 

@@ -43,7 +43,7 @@ STUDENT_MODULES = (
     "autograder/channel.py",
     "autograder/encoding.py",
     "autograder/figure_wire.py",
-    "autograder/torch_payload.py",
+    "autograder/tensor_payload.py",
     "autograder/figures.py",
     "autograder/figure_parts.py",
     "autograder/figure_drawing.py",

@@ -75,13 +75,9 @@ class CellRecord:
 
 #: The most of a cell's error the judge keeps: its first line, as the results' notes show it.
 MAX_ERROR_LINE = 300
-
-
 #: What a cell that raised keeps once :data:`MAX_CELL_ERRORS_NOTED` cells before it raised (only
 #: counted then).
 ERROR_NOT_KEPT = "(an error, counted only)"
-
-
 #: Why a cell the deadline left no time for was not run.
 NOT_RUN = "not run: the grading deadline passed"
 
@@ -492,19 +488,13 @@ class StudentProcess:
 #: so does a request to be taken. 256 MB, the largest frame, crosses a socket in well under a
 #: second.
 REPLY_GRACE_SECONDS = 10.0
-
-
 #: A cell or call may take this many times its limit's CPU seconds in wall-clock seconds: enough for
 #: honest work on a machine whose cores are busy with other work (load 6 on 2 cores gives it a third
 #: of one) or in a container of half a CPU (Gradescope's default), while a cell that sleeps or waits
 #: still ends.
 WALL_FACTOR = 4.0
-
-
 #: Seconds an interrupted cell (SIGINT) gets to stop by itself before it is stopped.
 INTERRUPT_GRACE_SECONDS = 5.0
-
-
 #: The environment that gives torch (OpenMP, MKL) and NumPy's OpenBLAS one thread.
 SINGLE_THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 

@@ -25,8 +25,6 @@ from autograder.sandbox_user import MAX_SLOTS, SANDBOX_USER, SLOT_UID_BASE
 #: sandbox user, would let a later submission run another's notebook as its own. Here a later
 #: student cannot find it, and the next grading removes it (:func:`_remove_abandoned`).
 WORK_FOLDER_NAME = "vision-autograder-work"
-
-
 #: A working folder's name: its kind, then the pid of the judge that made it (a staging folder of
 #: :func:`remove_folder` too, which a judge killed while it removed a student's folders leaves half
 #: empty).
@@ -81,8 +79,6 @@ def _remove_abandoned(parent: Path) -> None:
 #: A working folder as earlier versions made it, in the temporary folder itself, where every user
 #: may list it.
 _OPEN_WORK_NAME = re.compile(r"^(judge|submission)-[a-z0-9_]{8}$")
-
-
 #: Seconds after its last change that such a folder is taken as abandoned: longer than any grading
 #: runs.
 ABANDONED_AFTER_SECONDS = 3600.0

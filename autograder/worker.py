@@ -28,6 +28,8 @@ import signal
 import socket
 import sys
 import traceback
+from collections.abc import Callable
+from typing import Any
 
 # bound before any cell runs: a notebook that replaces zlib.crc32 changes nothing here
 from zlib import crc32 as _crc32
@@ -80,7 +82,7 @@ MAX_KIND_NAMES = 1024
 
 
 def main(fd: int) -> None:
-    from autograder import channel, encoding, torch_payload
+    from autograder import channel, encoding, tensor_payload
     from autograder.kinds import kinds_of
 
     # SIGINT raises KeyboardInterrupt in the running cell, which is how the judge stops a cell past
@@ -127,7 +129,7 @@ def main(fd: int) -> None:
                         }
                 else:
                     encoded[name] = {channel.KIND: "missing"}
-            channel.send(sock, {"op": "values"}, torch_payload.dump(encoded))
+            channel.send(sock, {"op": "values"}, _written(encoded, tensor_payload.dump))
         elif op == "kinds":
             names = request.get("names")
             kinds = kinds_of(
@@ -137,7 +139,7 @@ def main(fd: int) -> None:
         elif op == "call":
             func = handles.get(int(request["handle"]))
             try:
-                args, kwargs = torch_payload.load(payload)
+                args, kwargs = tensor_payload.load(payload)
                 args = [_resolve(a, handles) for a in args]
                 before = _fingerprints(args, kwargs)
                 with _in_torch_state(request.get("torch_state")):
@@ -150,7 +152,7 @@ def main(fd: int) -> None:
                 channel.send(
                     sock,
                     {"op": "result", "mutated": changed},
-                    torch_payload.dump(encoding.encode(result, handles)),
+                    tensor_payload.dump(encoding.encode(result, handles)),
                 )
             except BaseException as err:  # noqa: BLE001 - the student's function may raise anything
                 message = str(err)[:2000]
@@ -165,6 +167,26 @@ def main(fd: int) -> None:
                 )
         elif op == "bye":
             return
+
+
+def _written(encoded: dict, dump: Callable[[Any], bytes]) -> bytes:
+    """The payload of ``encoded`` (name: encoded value); a value that cannot be written (an
+    encoding replaced by the notebook, a value of more items than the judge reads) crosses as
+    unreadable, and the others as they are."""
+    from autograder.channel import KIND
+
+    try:
+        return dump(encoded)
+    except Exception:  # noqa: BLE001 - written name by name below
+        pass
+    kept = {}
+    for name, value in encoded.items():
+        try:
+            dump({name: value})
+            kept[name] = value
+        except Exception as err:  # noqa: BLE001 - the value alone is lost
+            kept[name] = {KIND: "opaque", "type": f"unreadable ({type(err).__name__})"}
+    return dump(kept)
 
 
 #: The default dtypes a call may be asked to run under (``torch.set_default_dtype`` takes floating

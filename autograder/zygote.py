@@ -45,7 +45,7 @@ from typing import Any
 #: What the template imports before it forks: the libraries a notebook and the worker load.
 PRELOADED = ("numpy", "torch", "torchvision", "matplotlib", "matplotlib.pyplot", "IPython",
              "IPython.core.interactiveshell", "autograder.channel", "autograder.encoding",
-             "autograder.torch_payload", "autograder.kinds", "autograder.worker")
+             "autograder.tensor_payload", "autograder.kinds", "autograder.worker")
 #: Largest message between the judge and the template (the student's environment is the largest).
 MAX_MESSAGE = 1 << 16
 PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS = 1, 38

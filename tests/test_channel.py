@@ -9,17 +9,12 @@ order, taken when the value crossed.
 
 from __future__ import annotations
 
-import io
-import struct
-import zipfile
-from collections import OrderedDict
-
 import numpy as np
 import pytest
 import torch
 from torch import nn
 
-from autograder import channel, encoding, torch_payload
+from autograder import channel, encoding, tensor_payload
 from autograder.checks import CheckFailure, expect_module_parameters
 
 
@@ -31,8 +26,8 @@ class _Handle(encoding.Handle):
 def _cross(value):
     """``value`` encoded by the student process, through the wire format, decoded by the judge."""
     handles: dict[int, object] = {}
-    payload = torch_payload.dump(encoding.encode(value, handles))
-    return encoding.decode(torch_payload.load(payload), _Handle), handles
+    payload = tensor_payload.dump(encoding.encode(value, handles))
+    return encoding.decode(tensor_payload.load(payload), _Handle), handles
 
 
 def _mlp(hidden: int = 8) -> nn.Sequential:
@@ -106,7 +101,7 @@ def test_forged_parameters_are_not_taken(forged):
         "module": True,
         "parameters": forged,
     }
-    actual = encoding.decode(torch_payload.load(torch_payload.dump(entry)), _Handle)
+    actual = encoding.decode(tensor_payload.load(tensor_payload.dump(entry)), _Handle)
     assert (actual.is_module, actual.parameters) == (True, None)
 
 
@@ -286,32 +281,28 @@ def test_a_set_or_dict_of_keys_sharing_a_hash_is_refused_before_it_is_built(kind
 
 
 @pytest.mark.parametrize(
-    "make, references",
+    "make",
     [
-        (lambda: torch.zeros(2**20, dtype=torch.uint8), 257),  # 1 MB
-        (lambda: torch.zeros(2**20, dtype=torch.uint8).numpy(), 257),
-        (lambda: "x" * 2**18, 257),  # 2**18 characters, 1 MB as NumPy holds them
+        lambda: torch.zeros(2**20, dtype=torch.uint8),  # 1 MB
+        lambda: torch.zeros(2**20, dtype=torch.uint8).numpy(),
     ],
-    ids=["tensor", "ndarray", "string"],
+    ids=["tensor", "ndarray"],
 )
-def test_data_referenced_many_times_is_counted_each_time(make, references):
-    """A thirty-fourth hostile review sent a list of 400 references to one string of a million
-    characters (1 MB in the frame): ``np.asarray`` of it in a check was 1.6 GB, and a key of 600
-    references, a 629 MB message."""
+def test_data_referenced_many_times_is_counted_each_time(make):
+    """400 references to 1 MB of data, held once in the frame, are 400 MB to the checks that
+    convert them (``np.asarray`` of 400 references to one string was 1.6 GB): decoding counts each
+    reference against :data:`channel.MAX_FRAME`. (A string cannot be referenced: the payload's JSON
+    holds each copy, :mod:`tests.test_tensor_payload`.)"""
     # the student process's encoding copies a tensor each time: a forged one
     one = encoding.encode(make(), {})
 
     def sent(n: int) -> bytes:  # references n times
-        return torch_payload.dump({"x": {channel.KIND: "list", "items": [one] * n}})
+        return tensor_payload.dump({"x": {channel.KIND: "list", "items": [one] * n}})
 
-    assert len(sent(references)) < 3 * 2**20, (
-        f"the frame holds the data once: {len(sent(references))} bytes"
-    )
-    # a tensor's references are counted already by load's walk of the payload (ValueError), a
-    # string's by decode's
-    with pytest.raises(ValueError, match="more than 256 MB of (elements|data in all)"):
-        encoding.decode(torch_payload.load(sent(references))["x"], None)
-    actual = encoding.decode(torch_payload.load(sent(256))["x"], None)
+    assert len(sent(257)) < 3 * 2**20, f"the frame holds the data once: {len(sent(257))} bytes"
+    with pytest.raises(ValueError, match="more than 256 MB of data in all"):
+        encoding.decode(tensor_payload.load(sent(257))["x"], None)
+    actual = encoding.decode(tensor_payload.load(sent(256))["x"], None)
     assert len(actual) == 256, "256 references of 1 MB are within the budget"
 
 
@@ -361,7 +352,7 @@ def test_container_subclasses_cross_as_the_plain_containers_they_are():
 
 
 def _crossed_value(value):
-    crossed = torch_payload.load(torch_payload.dump(encoding.encode(value, {})))
+    crossed = tensor_payload.load(tensor_payload.dump(encoding.encode(value, {})))
     return encoding.decode(crossed, lambda *a: None)
 
 
@@ -408,108 +399,7 @@ def _sent_as_is(value) -> bytes:
     """A payload as a student process that replaced ``encoding.encode`` sends it: the tensor as it
     is."""
     encoded = {channel.KIND: "tensor", "data": value, "requires_grad": False}
-    return torch_payload.dump({"x": encoded})
-
-
-@pytest.mark.parametrize(
-    "make, message",
-    [
-        # 128 KB of storage whose shape counts 4 GB of elements: the judge copied it whole (5.1 GB
-        # at its peak)
-        (
-            lambda: torch.arange(2**14).as_strided((2**14, 2**15), (1, 0)),
-            "more than 256 MB of elements",
-        ),
-        (
-            lambda: [torch.arange(2**10).as_strided((2**10, 2**15), (1, 0))] * 2,
-            "more than 256 MB of elements",
-        ),
-        # refused by its global, before torch.load
-        (lambda: torch.eye(3).to_sparse(), "_rebuild_sparse_tensor"),
-    ],
-    ids=["a_view_of_4_GB", "two_views_of_128_MB", "sparse"],
-)
-def test_tensors_the_judge_does_not_read_are_refused_before_they_are_used(make, message):
-    """A twenty-seventh hostile review: the channel kept whatever strides its sender chose."""
-    with pytest.raises(ValueError, match=message):
-        torch_payload.load(_sent_as_is(make()))
-
-
-class _Allocates:
-    """Pickles as ``bytearray(size)``: a global ``torch.load(weights_only=True)`` allows, which
-    allocates."""
-
-    def __init__(self, size: int):
-        self.size = size
-
-    def __reduce__(self):
-        return (bytearray, (self.size,))
-
-
-def test_a_global_the_encoding_never_writes_is_refused_before_it_allocates():
-    """A twenty-ninth hostile review: ``bytearray(3_000_000_000)`` in a pickle of 1.3 KB made the
-    judge (root, with no memory limit) allocate 3.8 GB; weights_only loading allows
-    ``bytearray``."""
-    payload = torch_payload.dump({"x": _Allocates(2**30)})
-    with pytest.raises(ValueError, match="built by '__builtin__ bytearray'"):
-        torch_payload.load(payload)
-
-
-def test_a_compressed_payload_is_refused_before_it_is_inflated():
-    """``torch.load`` inflates deflated records: 4 MB of payload could hold 4 GB of zeros for the
-    judge."""
-    import zipfile
-
-    payload = torch_payload.dump(
-        {"x": {channel.KIND: "tensor", "data": torch.zeros(2**20), "requires_grad": False}}
-    )
-    source, packed = zipfile.ZipFile(io.BytesIO(payload)), io.BytesIO()
-    with zipfile.ZipFile(packed, "w") as archive:
-        for info in source.infolist():
-            archive.writestr(info.filename, source.read(info), compress_type=zipfile.ZIP_DEFLATED)
-    assert len(packed.getvalue()) < len(payload) // 100, "4 MB of zeros deflate to a few KB"
-    with pytest.raises(ValueError, match="a compressed torch.save payload"):
-        torch_payload.load(packed.getvalue())
-
-
-def test_every_global_the_students_encoding_writes_is_read():
-    """The globals :func:`channel._check_pickle_globals` allows are those honest values pickle with:
-    tensors of every dtype (their typed storages), sizes, dtypes, ordered dicts, complex numbers."""
-    import numpy as np
-
-    dtypes = [
-        torch.float32,
-        torch.float64,
-        torch.float16,
-        torch.bfloat16,
-        torch.complex64,
-        torch.complex128,
-        torch.int8,
-        torch.int16,
-        torch.int32,
-        torch.int64,
-        torch.uint8,
-        torch.bool,
-        # the last three pickle as _rebuild_tensor_v3
-        torch.uint16,
-        torch.uint32,
-        torch.uint64,
-    ]
-    values = [torch.zeros(2, dtype=d) for d in dtypes] + [
-        torch.ones(2, requires_grad=True),
-        torch.Size([2, 3]),
-        torch.float64,
-        2 + 1j,
-        np.complex64(1j),
-        np.zeros((2, 2), dtype=np.float32),
-        np.int64(3),
-        {"a": [1, (2.5, "s")]},
-        torch.nn.Linear(2, 3),
-    ]
-    for value in values:
-        encoded = {"x": encoding.encode(value, {})}
-        actual = torch_payload.load(torch_payload.dump(encoded))
-        assert actual.keys() == {"x"}, f"{value!r} should load"
+    return tensor_payload.dump({"x": encoded})
 
 
 def test_numpy_scalars_cross_as_numbers_only():
@@ -540,78 +430,18 @@ def test_unhashable_dict_keys_are_named_without_their_repr():
     assert actual == {"<key 0: ndarray>": 1, "<key 1: ndarray>": 2, "b": 3}, f"decoded {actual!r}"
 
 
-def test_a_view_of_honest_size_and_the_students_own_encoding_load():
-    # 8 MB of elements, 8 KB of storage
-    view = torch.arange(2**10).as_strided((2**10, 2**10), (1, 0))
-    actual = torch_payload.load(_sent_as_is(view))["x"]["data"]
-    assert torch.equal(actual, view), "a view under the bound is read as it was sent"
+def test_the_students_own_encoding_copies_a_view_dense():
     expanded = torch.ones(3).expand(4, 3)
-    crossed = torch_payload.load(torch_payload.dump({"x": encoding.encode(expanded, {})}))
+    crossed = tensor_payload.load(tensor_payload.dump({"x": encoding.encode(expanded, {})}))
     actual = crossed["x"]["data"]
     assert torch.equal(actual, expanded) and actual.is_contiguous(), (
         "the student's encoding copies a view dense"
     )
 
 
-class _Reduces:
-    """Pickles as ``reduction`` (``__reduce__``'s tuple): a call ``torch.save`` never writes for an
-    honest value."""
-
-    def __init__(self, *reduction):
-        self.reduction = reduction
-
-    def __reduce__(self):
-        return self.reduction
-
-
-def _row_view() -> torch.Tensor:
-    """2 million rows of 8 KB of storage: 16 MB of elements, under the bound on what the tensors
-    hold."""
-    return torch.arange(2**10).as_strided((2**21, 1), (0, 1))
-
-
-@pytest.mark.parametrize(
-    "reduction, message",
-    [
-        # a thirtieth hostile review: torch.load built 6.9 GB of row tensors iterating the view into
-        # an OrderedDict
-        ((OrderedDict, (_row_view(),)), "built by 'collections OrderedDict' from arguments"),
-        ((torch.Size, (_row_view().flatten(),)), "built by 'torch Size' from arguments"),
-        ((complex, (_row_view(),)), "built by '__builtin__ complex' from arguments"),
-        (
-            (
-                torch._utils._rebuild_tensor_v2,
-                (torch.UntypedStorage(8), 0, _row_view(), (1,), False, OrderedDict()),
-            ),
-            "built by 'torch._utils _rebuild_tensor_v2' from arguments",
-        ),
-        (
-            (OrderedDict, (), None, None, iter([("a", _row_view())])),
-            "fills a value built by 'collections OrderedDict'",
-        ),
-        ((OrderedDict, (), {"a": 1}), "the pickle opcode BUILD"),
-    ],
-    ids=[
-        "ordered_dict_of_a_view",
-        "size_of_a_tensor",
-        "complex_of_a_tensor",
-        "rebuild_with_a_tensor_for_size",
-        "filled_ordered_dict",
-        "build",
-    ],
-)
-def test_a_global_called_as_the_encoding_never_calls_it_is_refused_before_it_runs(
-    reduction, message
-):
-    """The globals honest values pickle with are safe only called as ``torch.save`` calls them."""
-    payload = torch_payload.dump({"x": _Reduces(*reduction)})
-    with pytest.raises(ValueError, match=message):
-        torch_payload.load(payload)
-
-
-def test_the_calls_an_honest_payload_makes_all_pass_the_check():
-    """Shared references (the memo) and a reused ``OrderedDict`` global, as ``torch.save`` writes
-    them."""
+def test_an_honest_payload_of_shared_tensors_sizes_and_complex_numbers_is_read():
+    """Shared tensors, an empty size, a complex number and an empty transposed tensor, as the
+    student process's encoding writes them."""
     shared = torch.ones(3)
     value = {
         "a": encoding.encode([shared, shared, shared[1:]], {}),
@@ -621,7 +451,7 @@ def test_the_calls_an_honest_payload_makes_all_pass_the_check():
     }
     actual = {
         name: encoding.decode(v, None)
-        for name, v in torch_payload.load(torch_payload.dump(value)).items()
+        for name, v in tensor_payload.load(tensor_payload.dump(value)).items()
     }
     assert [t.tolist() for t in actual["a"]] == [[1.0] * 3, [1.0] * 3, [1.0] * 2], (
         f"decoded {actual['a']!r}"
@@ -633,183 +463,18 @@ def test_the_calls_an_honest_payload_makes_all_pass_the_check():
     ), f"decoded {actual!r}"
 
 
-# ------------------------------------------------------------- archives the two zip readers read
-# differently
-
-
-def _bin_unicode(text: str) -> bytes:
-    data = text.encode()
-    return b"X" + struct.pack("<I", len(data)) + data
-
-
-def _archive(pickle_bytes: bytes, **records: bytes) -> bytes:
-    """A stored zip of ``archive/data.pkl`` and ``records`` (``data_0`` names ``archive/data/0``),
-    as Python writes it."""
-    buffer = io.BytesIO()
-    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_STORED) as archive:
-        archive.writestr("archive/data.pkl", pickle_bytes)
-        for name, data in {"byteorder": b"little", "version": b"3\n", **records}.items():
-            archive.writestr("archive/" + name.replace("_", "/"), data)
-    return buffer.getvalue()
-
-
-def _directory(raw: bytes) -> tuple[int, list[bytes]]:
-    """The offset of a zip's central directory and its entries."""
-    end = raw.rfind(b"PK\x05\x06")
-    size, offset = struct.unpack("<II", raw[end + 12 : end + 20])
-    entries, i = [], offset
-    while i < offset + size:
-        name, extra, comment = struct.unpack("<HHH", raw[i + 28 : i + 34])
-        entries.append(raw[i : i + 46 + name + extra + comment])
-        i += 46 + name + extra + comment
-    return offset, entries
-
-
-def _with_directory(raw: bytes, offset: int, entries: list[bytes], local: bytes = b"") -> bytes:
-    """``raw``'s records up to ``offset``, then ``local``, then ``entries`` as its central
-    directory."""
-    directory = b"".join(entries)
-    return (
-        raw[:offset]
-        + local
-        + directory
-        + b"PK\x05\x06"
-        + struct.pack(
-            "<HHHHIIH", 0, 0, len(entries), len(entries), len(directory), offset + len(local), 0
-        )
-    )
-
-
-def _padded(entries: list[bytes], size: int) -> bytes:
-    """A central directory of ``entries`` grown to ``size`` bytes by its last entry's comment."""
-    last = bytearray(entries[-1])
-    extra = size - len(b"".join(entries))
-    last[32:34] = struct.pack("<H", struct.unpack("<H", last[32:34])[0] + extra)
-    return b"".join(entries[:-1]) + bytes(last) + b"\0" * extra
-
-
-_ALLOCATES = b"\x80\x02c__builtin__\nbytearray\nJ\x00\x00\x00\x40\x85R."  # bytearray(2**30)
-
-
-def test_a_record_named_as_torch_save_does_not_is_refused():
-    """A thirty-first hostile review named the pickle ``data.PKL``: torch.load's reader (miniz)
-    finds it, a check of records ending in ``.pkl`` found no pickle to check, and ``bytearray(N)``
-    was back (5.7 GB)."""
-    payload = _archive(_ALLOCATES).replace(b"archive/data.pkl", b"archive/data.PKL")
-    with pytest.raises(ValueError, match="a record named 'archive/data.PKL'"):
-        torch_payload.load(payload)
-
-
-def test_torch_load_reads_the_records_that_were_checked_not_a_second_directory():
-    """A thirty-first hostile review gave a payload two central directories: Python's zipfile read
-    the one before the end record (an honest value), torch.load the one at the offset the end record
-    states (bytearray(N))."""
-    honest = torch_payload.dump({"x": encoding.encode(torch.arange(3), {})})
-    # records longer than honest's: offsets stay positive
-    evil = _archive(_ALLOCATES, data_0=b"\0" * 4096)
-    (evil_offset, evil_entries), (honest_offset, honest_entries) = (
-        _directory(evil),
-        _directory(honest),
-    )
-    size = max(len(b"".join(evil_entries)), len(b"".join(honest_entries)))
-    evil_directory, honest_directory = _padded(evil_entries, size), _padded(honest_entries, size)
-    # [evil's records][evil's directory][honest's records][honest's directory][end record: evil's
-    # directory]. zipfile takes the directory just before the end record and shifts every offset by
-    # where it finds it (minus the offset stated): honest's entries are written so that, shifted,
-    # they find honest's records.
-    honest_start = evil_offset + size
-    found_shift = honest_start + honest_offset - evil_offset
-    shifted = []
-    for entry in _directory(
-        honest[:honest_offset]
-        + honest_directory
-        + b"PK\x05\x06"
-        + struct.pack(
-            "<HHHHIIH", 0, 0, len(honest_entries), len(honest_entries), size, honest_offset, 0
-        )
-    )[1]:
-        entry = bytearray(entry)
-        entry[42:46] = struct.pack(
-            "<I", struct.unpack("<I", entry[42:46])[0] + honest_start - found_shift
-        )
-        shifted.append(bytes(entry))
-    two_faced = (
-        evil[:evil_offset]
-        + evil_directory
-        + honest[:honest_offset]
-        + b"".join(shifted)
-        + b"PK\x05\x06"
-        + struct.pack("<HHHHIIH", 0, 0, len(evil_entries), len(evil_entries), size, evil_offset, 0)
-    )
-    assert [i.filename for i in zipfile.ZipFile(io.BytesIO(two_faced)).infolist()][:1] == [
-        "archive/data.pkl"
-    ]
-    actual = encoding.decode(torch_payload.load(two_faced)["x"], None)
-    assert torch.equal(actual, torch.arange(3)), (
-        f"the value checked should be the value read: {actual!r}"
-    )
-
-
-def test_records_that_share_bytes_are_refused():
-    """A thirty-first hostile review pointed 120 directory entries at one stored record of 25 MB:
-    torch.load copied each as a storage, tensors of 0 elements kept them, and the judge held 3.8
-    GB."""
-    storage = b"\x07" * 4096
-    calls = b"".join(
-        b"ctorch._utils\n_rebuild_tensor_v2\n(("
-        + _bin_unicode("storage")
-        + b"ctorch\nByteStorage\n"
-        + _bin_unicode(str(k))
-        + _bin_unicode("cpu")
-        + b"M\x00\x10tQK\x00K\x00\x85K\x01\x85\x89"
-        + b"ccollections\nOrderedDict\n)RtR"
-        for k in range(8)
-    )
-    raw = _archive(b"\x80\x02](" + calls + b"e.", data_0=storage)
-    offset, entries = _directory(raw)
-    record = next(
-        e for e in entries if e[46 : 46 + struct.unpack("<H", e[28:30])[0]] == b"archive/data/0"
-    )
-    for k in range(1, 8):  # the same local header as data/0, another name
-        name = f"archive/data/{k}".encode()
-        entries.append(record[:28] + struct.pack("<HHH", len(name), 0, 0) + record[34:46] + name)
-    with pytest.raises(ValueError, match="records share bytes"):
-        torch_payload.load(_with_directory(raw, offset, entries))
-
-
-def test_a_dict_keyed_by_other_than_strings_is_refused_before_it_is_filled():
-    """A thirty-first hostile review: 100,000 int keys of one hash (multiples of 2**61 - 1) cost the
-    judge two minutes inside torch.load, which no deadline interrupts. The encoding keys its dicts
-    by strings."""
-
-    def long1(n: int) -> bytes:
-        data = n.to_bytes(n.bit_length() // 8 + 1, "little", signed=True)
-        return b"\x8a" + bytes([len(data)]) + data
-
-    keys = b"".join(long1((k + 1) * (2**61 - 1)) + b"N" for k in range(100))
-    with pytest.raises(ValueError, match="a dict keyed by something other than strings"):
-        torch_payload.load(_archive(b"\x80\x02}(" + keys + b"u."))
-
-
 def test_a_container_the_encoding_never_sends_as_it_is_decodes_as_opaque():
-    """A thirty-first hostile review made a dict key a tuple 200,000 deep, sent as it is: decoding
-    hashed it and the judge crashed (a C recursion). And a type name of 1,500 references to 1 MB of
-    text was 1.5 GB to str()."""
-    deep = b"K\x00" + b"\x85" * 300_000
-    pickle_bytes = (
-        b"\x80\x02}("
-        + _bin_unicode("__kind__")
-        + _bin_unicode("dict")
-        + _bin_unicode("items")
-        + b"]"
-        + deep
-        + b"K\x01\x86au."
+    """A bare tuple as a dict key, 200,000 deep, crashed the judge when decoding hashed it: only
+    what a kind describes is rebuilt."""
+    actual = encoding.decode(
+        {channel.KIND: "dict", "items": [(((1,),), 1), ("b", [2])]}, None
     )
-    actual = encoding.decode(torch_payload.load(_archive(pickle_bytes)), None)
-    ((key, value),) = actual.items()
-    assert isinstance(key, encoding.Opaque) and value == 1, (
-        f"the deep tuple should be an opaque key: {actual!r}"
-    )
+    assert [repr(k) for k in actual] == ["<tuple>", "'b'"], f"decoded {actual!r}"
+    assert repr(actual["b"]) == "<list>", f"a bare list decodes as opaque: {actual['b']!r}"
+
+
+def test_a_type_name_that_is_not_a_string_is_not_read():
+    """A type name of 1,500 references to 1 MB of text was 1.5 GB to str()."""
     named = encoding.decode({channel.KIND: "unknown", "type": ["x" * 1000] * 1000}, None)
     assert repr(named) == "<object>", (
         f"a type name that is not a string should not be read: {named!r}"
@@ -827,19 +492,6 @@ def test_tensors_the_judge_does_not_read_cross_as_named_opaque_values_and_subcla
     assert type(actual) is torch.Tensor and torch.equal(actual, torch.ones(1, 2, 2)), (
         f"crossed as {actual!r}"
     )
-
-
-def test_a_size_of_a_long_tuple_in_the_memo_is_refused_at_once():
-    """A thirty-second hostile review called ``torch.Size`` 1,500 times on one memoized tuple of a
-    million ints: the check scanned the tuple at each call (70 s for 2 MB), and left on the stack
-    each Size was 8 MB."""
-    ints = b"".join(b"K\x01" for _ in range(100_000))
-    pickle_bytes = (
-        b"\x80\x02ctorch\nSize\nq\x00(" + ints + b"tq\x01" + b"h\x00h\x01\x85R0" * 2000 + b"N."
-    )
-    # at the first call
-    with pytest.raises(ValueError, match="built by 'torch Size' from arguments"):
-        torch_payload.load(_archive(pickle_bytes))
 
 
 def test_a_figure_too_large_to_draw_is_refused_before_it_is_measured():
@@ -972,25 +624,25 @@ def test_long_double_scalars_cross_as_numbers():
 
 def _reply(value) -> bytes:
     """``value`` as the student process sends it."""
-    return torch_payload.dump(encoding.encode(value, {}))
+    return tensor_payload.dump(encoding.encode(value, {}))
 
 
 def test_what_a_function_returns_is_read_with_a_smaller_allowance_than_a_notebook_value():
     """A thirty-sixth hostile review padded a right return with 55,000 one-element tensors: 9
     seconds of the judge's time to read each reply, 40 replies to a check. A notebook's values are
     read once and keep the larger allowance."""
-    padded = _reply([torch.zeros(1) for _ in range(channel.MAX_REPLY_RECORDS)])
-    assert len(encoding.decode(torch_payload.load(padded), None)) == 4096, (
-        "a notebook value of 4,096 tensors is read"
+    padded = _reply([torch.zeros(1) for _ in range(channel.MAX_REPLY_TENSORS + 1)])
+    assert len(encoding.decode(tensor_payload.load(padded), None)) == 4097, (
+        "a notebook value of 4,097 tensors is read"
     )
-    with pytest.raises(ValueError, match="more than 4,090 tensors and arrays"):
-        torch_payload.load(padded, channel.MAX_REPLY_PICKLE, channel.MAX_REPLY_RECORDS)
-    numbers = _reply(list(range(300_000)))  # 5 bytes of pickle a number past 65,535
-    assert encoding.decode(torch_payload.load(numbers), None)[-1] == 299_999, (
-        "a notebook value of 1.4 MB of pickle is read"
+    with pytest.raises(ValueError, match="a payload of more than 4096 tensors"):
+        tensor_payload.load(padded, channel.MAX_REPLY_HEADER, channel.MAX_REPLY_TENSORS)
+    numbers = _reply(list(range(300_000)))  # 2 MB of JSON
+    assert encoding.decode(tensor_payload.load(numbers), None)[-1] == 299_999, (
+        "a notebook value of 2 MB of JSON is read"
     )
-    with pytest.raises(ValueError, match="more than 1 MB of non-tensor data"):
-        torch_payload.load(numbers, channel.MAX_REPLY_PICKLE, channel.MAX_REPLY_RECORDS)
+    with pytest.raises(ValueError, match=r"\(at most 1048576 are read\)"):
+        tensor_payload.load(numbers, channel.MAX_REPLY_HEADER, channel.MAX_REPLY_TENSORS)
 
 
 def test_a_loop_written_return_of_one_array_per_crop_is_still_read():
@@ -999,6 +651,6 @@ def test_a_loop_written_return_of_one_array_per_crop_is_still_read():
     expected = np.arange(2000, dtype=np.float64)
     reply = _reply([np.array([v]) for v in expected])
     actual = encoding.decode(
-        torch_payload.load(reply, channel.MAX_REPLY_PICKLE, channel.MAX_REPLY_RECORDS), None
+        tensor_payload.load(reply, channel.MAX_REPLY_HEADER, channel.MAX_REPLY_TENSORS), None
     )
     np.testing.assert_array_equal(np.asarray(actual).ravel(), expected)

@@ -217,10 +217,10 @@ def test_a_function_whose_return_is_padded_with_thousands_of_tensors_is_not_read
     smaller allowance for replies."""
     import torch
 
-    from autograder import channel, encoding, torch_payload
+    from autograder import channel, encoding, tensor_payload
 
     replies = {
-        "padded": [torch.ones(1)] + [torch.zeros(1)] * channel.MAX_REPLY_RECORDS,
+        "padded": [torch.ones(1)] + [torch.zeros(1)] * channel.MAX_REPLY_TENSORS,
         "honest": torch.ones(1),
     }
 
@@ -229,7 +229,7 @@ def test_a_function_whose_return_is_padded_with_thousands_of_tensors_is_not_read
 
         def request(self, request, payload, timeout, what):
             reply = encoding.encode(replies[what.split()[-1]], {})
-            return {"op": "result"}, torch_payload.dump(reply)
+            return {"op": "result"}, tensor_payload.dump(reply)
 
     class FakeSession:
         process, last_failure, returned_bytes = Process(), None, 0

@@ -952,9 +952,9 @@ def _templates(
 def _crossed(fig):
     """``fig`` as the judge sees it: encoded in the student process, through the wire format,
     rebuilt."""
-    from autograder import encoding, torch_payload
+    from autograder import encoding, tensor_payload
 
-    crossed = torch_payload.load(torch_payload.dump(encoding.encode(fig, {})))
+    crossed = tensor_payload.load(tensor_payload.dump(encoding.encode(fig, {})))
     return encoding.decode(crossed, lambda *a: None)
 
 

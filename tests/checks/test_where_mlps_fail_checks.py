@@ -1334,9 +1334,9 @@ def test_q3_6_maps_drawn_otherwise_than_their_limits_say_fail(
 def _crossed(fig):
     """``fig`` as the judge sees it: described by the student process, through the wire format,
     rebuilt."""
-    from autograder import encoding, torch_payload
+    from autograder import encoding, tensor_payload
 
-    crossed = torch_payload.load(torch_payload.dump(encoding.encode(fig, {})))
+    crossed = tensor_payload.load(tensor_payload.dump(encoding.encode(fig, {})))
     return encoding.decode(crossed, lambda *a: None)
 
 
@@ -1588,12 +1588,12 @@ def test_q3_6_an_image_whose_problems_did_not_cross_fails_and_the_judge_never_dr
     the judge drew the rebuild itself, and chose images whose draws cost it 12 s and 2 GB each. Left
     out (or sent as anything but a short list of sentences), the image is not shown, and nothing is
     drawn."""
-    from autograder import encoding, figure_drawing, figure_wire, torch_payload
+    from autograder import encoding, figure_drawing, figure_wire, tensor_payload
 
     x, vertical, horizontal = answers["x"], answers["vertical"], answers["horizontal"]
     # drawn by the student process
-    honest = torch_payload.dump(encoding.encode(figure_factory(x, vertical, horizontal), {}))
-    described = torch_payload.load(honest)
+    honest = tensor_payload.dump(encoding.encode(figure_factory(x, vertical, horizontal), {}))
+    described = tensor_payload.load(honest)
     forged = {"missing": None, "not_a_list": "none", "too_many": [""] * 21}[left_out]
     for ax in described["axes"]:
         for image in ax["images"]:
@@ -1609,7 +1609,7 @@ def test_q3_6_an_image_whose_problems_did_not_cross_fails_and_the_judge_never_dr
     actual = failure_message(checks.check_q3_6, rebuilt, x, vertical, horizontal)
     expected = f"`fig.axes[0]` {figure_wire.UNREPORTED}."
     assert actual == expected, f"{left_out}: expected {expected!r}, got {actual!r}"
-    rebuilt = encoding.decode(torch_payload.load(honest), lambda *a: None)
+    rebuilt = encoding.decode(tensor_payload.load(honest), lambda *a: None)
     assert checks.check_q3_6(rebuilt, x, vertical, horizontal) is None, (
         "the honest figure crosses and passes undrawn"
     )

@@ -393,8 +393,8 @@ def test_grading_is_deterministic(batch, name):
 
 
 def test_student_pickles_never_run_in_the_judge(batch):
-    """forged_channel sends a pickle whose __reduce__ would run a command as the judge: it must not
-    run."""
+    """forged_channel sends an object whose __reduce__ would run a command as the judge, were it
+    unpickled: it must not run."""
     _results(batch, "forged_channel")
     assert not Path(REDUCE_MARKER).exists(), (
         f"the judge ran the student's pickle: {REDUCE_MARKER} exists"
