@@ -186,8 +186,9 @@ def test_a_figure_with_a_forged_grid_position_is_placed_side_by_side(grid):
 
 
 def test_a_figure_referenced_many_times_is_rebuilt_once_and_only_two_figures_per_payload():
-    """A thirtieth hostile review referenced one figure's description many times, under many names,
-    each rebuilt with 4,160 Axes (7 GB, and past the judge's deadline)."""
+    """One figure's description referenced many times, under many names, is rebuilt once, and a
+    payload holds at most two figures: rebuilt for each reference, with 4,160 Axes each, it would
+    take 7 GB and the judge past its deadline."""
     described = {channel.KIND: "figure", "axes": [{"images": [], "title": "t"}]}
     budget = encoding.Budget()
     many = {channel.KIND: "list", "items": [described] * 100}
@@ -219,8 +220,8 @@ def test_a_figure_referenced_many_times_is_rebuilt_once_and_only_two_figures_per
     ids=["insets", "images", "axes"],
 )
 def test_a_figure_is_refused_by_the_parts_it_holds_in_all(axes, message):
-    """At most 64 Axes each with 64 insets and 64 images was 4,160 Axes and 4,096 images for one
-    figure."""
+    """A figure is refused by the parts it holds in all, not by those of each Axes: 64 Axes each
+    with 64 insets and 64 images are 4,160 Axes and 4,096 images for one figure."""
     with pytest.raises(channel.TooComplex, match=message):
         encoding.decode({channel.KIND: "figure", "axes": axes}, None)
     fewer = {channel.KIND: "figure", "axes": axes[:1]}
@@ -239,9 +240,9 @@ def test_a_figure_is_refused_by_the_parts_it_holds_in_all(axes, message):
     ids=["a_stride_0_view", "colours_count", "at_the_bound", "one_past_it"],
 )
 def test_a_figure_is_refused_by_the_numbers_its_images_hold_in_all(arrays, refused):
-    """A thirty-third hostile review sent an image of 16,000 by 16,000 cells as a view of one byte:
-    matplotlib copies an image's array when it is shown, and the checks hold its colours in float64,
-    gigabytes."""
+    """A figure is refused by the numbers its images hold in all, whatever their storage: an image
+    of 16,000 by 16,000 cells can be sent as a view of one byte, matplotlib copies an image's array
+    when it is shown, and the checks hold its colours in float64, gigabytes."""
     described = {
         channel.KIND: "figure",
         "axes": [{"images": [{"array": a, "clim": (0.0, 1.0)} for a in arrays], "title": ""}],
@@ -262,8 +263,9 @@ _ONE_HASH = [(k + 1) * (2**61 - 1) for k in range(17)]
 
 @pytest.mark.parametrize("kind", ["set", "frozenset", "dict"])
 def test_a_set_or_dict_of_keys_sharing_a_hash_is_refused_before_it_is_built(kind):
-    """A thirty-fourth hostile review sent 80,000 ints of one hash as a set (0.9 MB): each insert
-    compared the key with every earlier one, 76 s for the judge."""
+    """Keys sharing a hash are refused before the set or dict is built: sent as a set, 80,000 ints
+    of one hash (0.9 MB) make each insert compare the key with every earlier one, 76 s for the
+    judge."""
 
     def described(keys):
         items = [(k, 0.5) for k in keys] if kind == "dict" else list(keys)
@@ -289,10 +291,10 @@ def test_a_set_or_dict_of_keys_sharing_a_hash_is_refused_before_it_is_built(kind
     ids=["tensor", "ndarray"],
 )
 def test_data_referenced_many_times_is_counted_each_time(make):
-    """400 references to 1 MB of data, held once in the frame, are 400 MB to the checks that
-    convert them (``np.asarray`` of 400 references to one string was 1.6 GB): decoding counts each
-    reference against :data:`channel.MAX_FRAME`. (A string cannot be referenced: the payload's JSON
-    holds each copy, :mod:`tests.test_tensor_payload`.)"""
+    """400 references to 1 MB of data, held once in the frame, are 400 MB to the checks that convert
+    them (``np.asarray`` of 400 references to one string is 1.6 GB): decoding counts each reference
+    against :data:`channel.MAX_FRAME`. (A string cannot be referenced: the payload's JSON holds each
+    copy, :mod:`tests.test_tensor_payload`.)"""
     # the student process's encoding copies a tensor each time: a forged one
     one = encoding.encode(make(), {})
 
@@ -317,9 +319,9 @@ class _LyingList(list):
 
 
 def test_container_subclasses_cross_as_the_plain_containers_they_are():
-    """A sixteenth hostile review: ``defaultdict(float)`` crossed as opaque, and honest answers lost
-    q1_3 and q2_1 ("should be a dict, but it is an Opaque") though ``grader.check`` had passed them
-    in the student's kernel."""
+    """Container subclasses cross as the plain containers they are: crossed as opaque, a
+    ``defaultdict(float)`` would cost honest answers q1_3 and q2_1 ("should be a dict, but it is an
+    Opaque") though ``grader.check`` passes them in the student's kernel."""
     from collections import Counter, OrderedDict, defaultdict, namedtuple
 
     accuracies = defaultdict(float)
@@ -366,8 +368,8 @@ def _crossed_value(value):
     ids=["asarray_of_a_number", "numpy_of_a_0_d_tensor", "array_of_a_numpy_scalar"],
 )
 def test_a_0_d_numpy_array_crosses_as_0_d_and_reads_as_a_number(make):
-    """A nineteenth hostile review: ``np.ascontiguousarray`` made it 1-d, and an honest
-    ``by_hand.numpy()`` was refused as "a NumPy array of shape (1,)"."""
+    """A 0-d NumPy array crosses as 0-d: made 1-d (as ``np.ascontiguousarray`` makes it), an honest
+    ``by_hand.numpy()`` would be refused as "a NumPy array of shape (1,)"."""
     import numpy as np
 
     from autograder.checks import plain
@@ -403,10 +405,10 @@ def _sent_as_is(value) -> bytes:
 
 
 def test_numpy_scalars_cross_as_numbers_only():
-    """A twenty-ninth hostile review: ``{"__kind__": "npscalar", "dtype": "V", "value":
-    2_000_000_000}`` made the judge build a 2 GB ``np.void``. Honest datetimes and strings, which
-    torch cannot hold, cross as opaque values (a ``datetime64`` made the whole reply unreadable
-    before)."""
+    """NumPy scalars cross as numbers only: ``{"__kind__": "npscalar", "dtype": "V", "value":
+    2_000_000_000}`` would have the judge build a 2 GB ``np.void``. Honest datetimes and strings,
+    which torch cannot hold, cross as opaque values, and a ``datetime64`` leaves the rest of the
+    reply readable."""
     import numpy as np
 
     forged = encoding.decode({channel.KIND: "npscalar", "dtype": "V", "value": 2**20}, None)
@@ -422,9 +424,9 @@ def test_numpy_scalars_cross_as_numbers_only():
 
 
 def test_unhashable_dict_keys_are_named_without_their_repr():
-    """A twenty-ninth hostile review sent 2,000 keys of 50 MB ``np.void``s each; naming each by
-    ``repr(key)`` held the judge past its deadline. Honest keys are hashable in the student process
-    and cross so."""
+    """Unhashable dict keys are named by their place and kind, not by their repr: naming each of
+    2,000 keys of 50 MB ``np.void``s by ``repr(key)`` would hold the judge past its deadline. Honest
+    keys are hashable in the student process and cross so."""
     key = {channel.KIND: "ndarray", "data": torch.zeros(2)}
     actual = encoding.decode({channel.KIND: "dict", "items": [(key, 1), (key, 2), ("b", 3)]}, None)
     assert actual == {"<key 0: ndarray>": 1, "<key 1: ndarray>": 2, "b": 3}, f"decoded {actual!r}"
@@ -464,8 +466,8 @@ def test_an_honest_payload_of_shared_tensors_sizes_and_complex_numbers_is_read()
 
 
 def test_a_container_the_encoding_never_sends_as_it_is_decodes_as_opaque():
-    """A bare tuple as a dict key, 200,000 deep, crashed the judge when decoding hashed it: only
-    what a kind describes is rebuilt."""
+    """Only what a kind describes is rebuilt: a bare tuple as a dict key, 200,000 deep, would crash
+    the judge when decoding hashed it."""
     actual = encoding.decode(
         {channel.KIND: "dict", "items": [(((1,),), 1), ("b", [2])]}, None
     )
@@ -474,7 +476,8 @@ def test_a_container_the_encoding_never_sends_as_it_is_decodes_as_opaque():
 
 
 def test_a_type_name_that_is_not_a_string_is_not_read():
-    """A type name of 1,500 references to 1 MB of text was 1.5 GB to str()."""
+    """A type name that is not a string is not read: 1,500 references to 1 MB of text are 1.5 GB to
+    str()."""
     named = encoding.decode({channel.KIND: "unknown", "type": ["x" * 1000] * 1000}, None)
     assert repr(named) == "<object>", (
         f"a type name that is not a string should not be read: {named!r}"
@@ -482,8 +485,9 @@ def test_a_type_name_that_is_not_a_string_is_not_read():
 
 
 def test_tensors_the_judge_does_not_read_cross_as_named_opaque_values_and_subclasses_as_tensors():
-    """Encoded by the student process: a sparse tensor made the judge refuse the whole payload,
-    naming a global; a torchvision ``tv_tensors.Image`` was refused as a global too."""
+    """Encoded by the student process, a sparse tensor crosses as an opaque value named by its
+    layout, and a torchvision ``tv_tensors.Image`` as a tensor: neither makes the judge refuse the
+    whole payload, naming a global."""
     from torchvision import tv_tensors
 
     actual = _crossed_value(torch.eye(2).to_sparse())
@@ -515,8 +519,9 @@ def test_big_endian_arrays_cross_with_their_values():
 
 
 def test_the_cropped_draw_of_a_figure_whose_contents_reach_far_stays_within_the_pixel_budget():
-    """A thirty-second hostile review placed an inset 40 figure widths away: ``bbox_inches="tight"``
-    drew a canvas reaching it, 9.4 GB, before the figure's contents were found to reach too far."""
+    """A figure whose contents reach far is drawn cropped at a dpi that keeps the canvas within the
+    pixel budget: an inset 40 figure widths away makes ``bbox_inches="tight"`` draw a canvas
+    reaching it, 9.4 GB, before the contents are found to reach too far."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -596,8 +601,8 @@ def test_a_whole_frame_arrives_before_its_deadline(sockets):
 
 
 def test_a_value_that_crossed_as_opaque_is_named_by_what_crossed_in_messages():
-    """A thirty-second hostile review's refused payload read "`order` should be a torch tensor, but
-    it is an Opaque", which says nothing of why."""
+    """A value that crossed as opaque is named in messages by what crossed: "`order` should be a
+    torch tensor, but it is an Opaque" says nothing of why."""
     from autograder.checks import expect_tensor
 
     actual = _crossed_value(torch.eye(2).to_sparse())
@@ -610,8 +615,8 @@ def test_a_value_that_crossed_as_opaque_is_named_by_what_crossed_in_messages():
 
 
 def test_long_double_scalars_cross_as_numbers():
-    """A thirty-third hostile review: ``np.longdouble(1.5).item()`` is an ``np.longdouble``, which
-    the judge refused with the whole payload ("a value built by 'numpy._core.multiarray
+    """Long double scalars cross as numbers: ``np.longdouble(1.5).item()`` is an ``np.longdouble``,
+    and refused, it would take the whole payload with it ("a value built by 'numpy._core.multiarray
     scalar'")."""
     import numpy as np
 
@@ -628,9 +633,10 @@ def _reply(value) -> bytes:
 
 
 def test_what_a_function_returns_is_read_with_a_smaller_allowance_than_a_notebook_value():
-    """A thirty-sixth hostile review padded a right return with 55,000 one-element tensors: 9
-    seconds of the judge's time to read each reply, 40 replies to a check. A notebook's values are
-    read once and keep the larger allowance."""
+    """What a function returns is read with a smaller allowance than a notebook value: a right
+    return padded with 55,000 one-element tensors would cost 9 seconds of the judge's time to read
+    each reply, 40 replies to a check. A notebook's values are read once and keep the larger
+    allowance."""
     padded = _reply([torch.zeros(1) for _ in range(channel.MAX_REPLY_TENSORS + 1)])
     assert len(encoding.decode(tensor_payload.load(padded), None)) == 4097, (
         "a notebook value of 4,097 tensors is read"

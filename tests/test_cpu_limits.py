@@ -1,13 +1,13 @@
 """The cell and call limits count the student's CPU seconds, not the machine's load.
 
-Under load (load average 6 on 2 cores) a correct, unchanged ``when_it_fails``
-notebook lost 2 and 6 points: a 3.6-second training took 37.9 seconds of
-wall-clock time and passed the 30-second call limit, and the width sweep
-passed the 60-second cell limit. The limits now count the CPU seconds of the
-student's processes (the kernel's count for their control group when the
-judge can make one, else their process tree's, read from ``/proc``), with a
-wall-clock backstop (:data:`autograder.student_process.WALL_FACTOR` times the limit) for
-a cell that sleeps or waits.
+Under load (load average 6 on 2 cores) a 3.6-second training takes 37.9 seconds
+of wall-clock time, past the 30-second call limit, and the width sweep passes
+the 60-second cell limit: limits in wall-clock time would cost a correct,
+unchanged ``when_it_fails`` notebook 2 and 6 points. The limits count the CPU
+seconds of the student's processes (the kernel's count for their control group
+when the judge can make one, else their process tree's, read from ``/proc``),
+with a wall-clock backstop (:data:`autograder.student_process.WALL_FACTOR`
+times the limit) for a cell that sleeps or waits.
 
 The tests that expect a CPU limit to stop work raise the wall-clock backstop
 far above it, so that a loaded machine cannot make the backstop come first.

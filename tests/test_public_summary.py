@@ -1,4 +1,4 @@
-"""What the results' "Public Tests" entry says a question's public checks looked at (issue 25),
+"""What the results' "Public Tests" entry says a question's public checks looked at,
 without grading."""
 
 from __future__ import annotations

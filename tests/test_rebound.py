@@ -1,4 +1,4 @@
-"""Cells named as a student finds them, and graded names a later cell rebound (issue 25).
+"""Cells named as a student finds them, and graded names a later cell rebound.
 
 A notebook reused ``x`` as a loop variable, set ``order = []`` and ``slide = None`` at its end: each
 answer was graded by its final value, as it should be, but the message said "not defined" or "should

@@ -18,8 +18,8 @@ def _handle(number: int, generation: int) -> RemoteCallable:
 
 
 def test_a_container_keeps_its_first_data_and_takes_only_the_new_handle():
-    # a fifteenth hostile review: `noise_free` rebuilt in the replay from what the judge's calls
-    # showed, with a function added so that the whole dict was taken from the replay
+    # a dict rebuilt in the replay from what the judge's calls showed (`noise_free`), with a
+    # function added, keeps its first data: only the function's handle is taken from the replay
     old, new = _handle(1, generation=0), _handle(7, generation=1)
     first = {"vignetted": torch.tensor([0.5, 0.25]), "_": old}
     now = {"vignetted": torch.tensor([0.0, 0.0]), "_": new, "extra": 3}

@@ -1,15 +1,14 @@
 """The student process as a notebook sees it: cell magics, ``%matplotlib``, Otter's seeding, cell
 errors in the output, and a student process that stops talking in the middle of a reply.
 
-A nineteenth hostile review: a cell that starts with ``%%time`` or ``%%capture`` failed (the seeding
-lines put in front of it made the magic a line magic), and ``%matplotlib inline`` raised
-``NotImplementedError`` in the plain IPython shell; either way the cell's answers were lost and the
-output did not say why. A student process that wrote half a frame and slept held the judge past
-every limit.
+A cell that starts with ``%%time`` or ``%%capture`` runs whole (seeding lines put in front of it
+would make the magic a line magic), and ``%matplotlib inline`` keeps the grader's backend (in the
+plain IPython shell it raises ``NotImplementedError``): otherwise the cell's answers would be lost,
+and the output would not say why. A student process that writes half a frame and sleeps is stopped
+within its cell's limit, not waited for past every limit.
 
-A twenty-second hostile review: a ``DataLoader`` with four worker processes took an honest notebook
-past the memory limit, because each forked worker's resident memory counted the pages it shares with
-its parent again.
+Forked processes count the pages they share with their parent once: counted again for each, a
+``DataLoader``'s four worker processes take an honest notebook past the memory limit.
 """
 
 from __future__ import annotations
@@ -96,10 +95,10 @@ def test_a_cell_that_raised_is_named_in_the_output(session):
 
 
 def test_names_read_one_by_one_share_one_budget(tmp_path, monkeypatch):
-    """A thirty-fourth hostile review's 12 names of 200 MB each were too large to cross together, so
-    the judge read them one by one, each within the frame's limit, and kept them all: 2.6 GB. Here
-    the frame's limit is 3 MB: four names of 1 MB cannot cross together, and read one by one the
-    fourth is over the budget."""
+    """Names read one by one share one budget: 12 names of 200 MB each are too large to cross
+    together, but each is within the frame's limit, and read one by one and all kept they would hold
+    2.6 GB. Here the frame's limit is 3 MB: four names of 1 MB cannot cross together, and read one
+    by one the fourth is over the budget."""
     from autograder import channel
     from autograder.session import StudentEnvironment
 
@@ -123,9 +122,9 @@ def test_names_read_one_by_one_share_one_budget(tmp_path, monkeypatch):
 
 
 def test_a_value_over_the_budget_leaves_the_other_names_of_its_payload_readable():
-    """The thirty-fourth review's key of 600 references to one string of a megabyte used up the
-    payload's budget, and every name read after it was lost with it (2/31 for a notebook whose
-    honest work earns 30)."""
+    """A value over the payload's budget is read as opaque, and the names read after it as usual: a
+    key of 600 references to one string of a megabyte uses the budget up, and losing every name read
+    after it would score 2/31 a notebook whose honest work earns 30."""
     from autograder import channel, encoding
 
     budget = encoding.Budget()
@@ -140,9 +139,9 @@ def test_a_value_over_the_budget_leaves_the_other_names_of_its_payload_readable(
 
 
 def test_each_name_of_a_payload_references_data_within_its_own_allowance(tmp_path):
-    """A thirty-fifth hostile review added a key to ``class_accuracy`` (whose check ignores extra
-    keys) holding references to one string that used up the payload's 256 MB: every name read after
-    it was lost (16/31)."""
+    """Each name of a payload is read within its own allowance: a key added to ``class_accuracy``
+    (whose check ignores extra keys), holding references to one string that use up the payload's
+    256 MB, does not take the names read after it with it (losing them would score 16/31)."""
     workdir = tmp_path / "work"
     workdir.mkdir()
     # 250 MB and 8 MB, counted as the checks convert
@@ -159,9 +158,9 @@ def test_each_name_of_a_payload_references_data_within_its_own_allowance(tmp_pat
 
 
 def test_what_functions_return_is_collected_before_it_piles_up(tmp_path, monkeypatch):
-    """A thirty-fifth hostile review's functions returned 252 MB on every input but the smallest:
-    Hypothesis's failing examples kept 11 of the returns in reference cycles (8.3 GB) until the
-    garbage collector ran."""
+    """The garbage collector runs whenever the returns read since it last ran pass the frame's
+    limit: for functions that return 252 MB on every input but the smallest, Hypothesis's failing
+    examples keep 11 of the returns in reference cycles (8.3 GB) until it runs."""
     from autograder import channel
 
     # the judge's: collect past 3.5 MB returned
@@ -185,9 +184,9 @@ def test_what_functions_return_is_collected_before_it_piles_up(tmp_path, monkeyp
 
 
 def test_a_reply_that_the_function_raised_keeps_no_payload_sent_with_it():
-    """A thirty-sixth hostile review's student process answered "raised" with 200 MB attached: the
-    judge never read it, and the exception's traceback kept it (in the call's frame) as long as the
-    verdict was kept."""
+    """A payload sent with a "raised" reply is not kept: the judge never reads it, and held by the
+    exception's traceback (in the call's frame), 200 MB attached to a "raised" would stay as long as
+    the verdict is kept."""
     import traceback
 
     class Process:
@@ -212,9 +211,8 @@ def test_a_reply_that_the_function_raised_keeps_no_payload_sent_with_it():
 
 
 def test_a_function_whose_return_is_padded_with_thousands_of_tensors_is_not_read():
-    """A thirty-sixth hostile review's right function padded each return with 55,000 one-element
-    tensors, and the judge spent 9 seconds reading each one: a function's return is read with the
-    smaller allowance for replies."""
+    """A function's return is read with the smaller allowance for replies: a right function that
+    pads each return with 55,000 one-element tensors would cost the judge 9 seconds a return."""
     import torch
 
     from autograder import channel, encoding, tensor_payload
@@ -302,8 +300,8 @@ def test_a_request_the_student_process_never_reads_stops_it(tmp_path):
 
 
 def test_the_student_process_dies_with_a_judge_killed_from_outside(tmp_path):
-    """A nineteenth hostile review: a judge killed by ``grade``'s timeout left its student process
-    running."""
+    """The student process stops when its judge is killed from outside (as ``grade``'s timeout kills
+    it), rather than run on."""
     import signal
     import subprocess
     import sys
@@ -356,10 +354,10 @@ def _alive(pid: int) -> bool:
 @pytest.fixture(scope="module")
 def started_mb(tmp_path_factory) -> int:
     """The memory (MB, resident plus page tables, as the judge's worker check counts it) a student
-    process holds once started: about 530 MB with the CUDA build of torch on this machine, over 600
-    MB in one CI run, about 220 MB with the CPU build. Memory limits in these tests are set above
-    it, so that the worker's start does not itself pass them (a fixed 600 MB limit failed CI that
-    way)."""
+    process holds once started: about 530 MB with the CUDA build of torch on this machine, over
+    600 MB in one CI run, about 220 MB with the CPU build. Memory limits in these tests are set
+    above it, so that the worker's start does not itself pass them (a fixed limit of 600 MB is under
+    it in such a run)."""
     session = Session(
         tmp_path_factory.mktemp("started"),
         ["x = 1"],
@@ -557,10 +555,10 @@ done = True
 
 
 def test_a_process_whose_first_thread_exited_is_counted_and_stopped(sandbox, started_mb):
-    """A twenty-third hostile review: a process whose first thread exited alone shows as a zombie
-    while its other threads run; the judge skipped zombies, so it held memory past the limit unseen
-    and outlived the grading (it then killed the next submission's student process, which ran as the
-    same user)."""
+    """A process whose first thread exited alone shows as a zombie while its other threads run: it
+    is counted and stopped with the rest. Skipped as a zombie, it would hold memory past the limit
+    unseen and outlive the grading (and could kill the next submission's student process, which runs
+    as the same user)."""
     user, workdir = sandbox
     # the worker's start plus 400 MB: the escaped process holds 1,000 MB more
     limit = started_mb + 400
@@ -590,8 +588,9 @@ def test_a_process_whose_first_thread_exited_is_counted_and_stopped(sandbox, sta
 
 
 def test_shared_memory_held_in_files_counts(sandbox, started_mb):
-    """A twenty-third hostile review: 768 MB written to memfds and 768 MB to /dev/shm are resident
-    in no process, and were not counted; the /dev/shm files outlived the grading."""
+    """Memory held in memfds and in /dev/shm files is counted, though it is resident in no process
+    (768 MB of each would otherwise go unseen), and the /dev/shm files are removed when the student
+    process stops rather than outlive the grading."""
     user, workdir = sandbox
     cell = (
         "import os, time\n"
@@ -626,10 +625,10 @@ def test_shared_memory_held_in_files_counts(sandbox, started_mb):
 
 
 def test_system_v_shared_memory_counts_and_is_removed(sandbox, started_mb):
-    """A twenty-fourth hostile review: System V shared memory, detached, is resident in no process
-    and outlives it. The student process also opens at most 4,096 files (each is looked at for
-    shared memory) and is the first the kernel's out-of-memory killer stops (memory no process holds
-    is counted nowhere)."""
+    """System V shared memory, detached, is resident in no process and outlives it: it is counted,
+    and removed when the student process stops. The student process also opens at most 4,096 files
+    (each is looked at for shared memory) and is the first the kernel's out-of-memory killer stops
+    (memory no process holds is counted nowhere)."""
     user, workdir = sandbox
     cell = (
         "import ctypes, time\n"
@@ -649,8 +648,8 @@ def test_system_v_shared_memory_counts_and_is_removed(sandbox, started_mb):
         "oom = open('/proc/self/oom_score_adj').read().strip()"
     )
     # the worker's start plus 300 MB: the segments hold 1,024 MB. ``started_mb`` is measured once,
-    # as root, and varies by 200 MB between runs (721 MB in one CI run, whose sandboxed worker then
-    # held about 500 MB): with 512 MB of segments, the cell stayed under the limit there
+    # as root, and varies by 200 MB between runs (721 MB in one CI run, whose sandboxed worker held
+    # about 500 MB): 512 MB of segments can stay under the limit
     limit = started_mb + 300
     session = Session(
         workdir, [cell, settings], Limits(memory_mb=limit), user, time.monotonic() + 120
@@ -708,10 +707,10 @@ def shared_folder(tmp_path, monkeypatch) -> Path:
 
 
 def test_the_shared_memory_walk_finds_files_in_folders_and_refuses_deep_or_many(shared_folder):
-    """A twenty-fifth hostile review: a chain of 1,000 folders in ``/dev/shm`` broke the judge's
-    recursive walk (``RecursionError``), and every grading on the machine after it scored 0 as "the
-    autograder failed". The walk is iterative; a user past :data:`MAX_SHARED_DEPTH` levels or
-    :data:`MAX_SHARED_ENTRIES` entries is refused, with a reason."""
+    """The walk is iterative, and a user past :data:`MAX_SHARED_DEPTH` levels or
+    :data:`MAX_SHARED_ENTRIES` entries is refused, with a reason: a chain of 1,000 folders in
+    ``/dev/shm`` breaks a recursive walk (``RecursionError``), and every grading on the machine
+    after it would score 0 as "the autograder failed"."""
     _chain(shared_folder, 5, size=1 << 20)
     found = leftovers.dev_shm_files(os.getuid())
     assert [(name, info.st_size) for name, info in found] == [("held", 1 << 20)], found
@@ -779,10 +778,10 @@ DEEP_CHAIN = (
 
 
 def test_a_deep_chain_in_dev_shm_stops_its_cell_and_leaves_nothing(sandbox):
-    """A twenty-fifth hostile review: 1,000 folders, one in another, in ``/dev/shm``; made at the
-    end of the last cell they were never checked, outlived the grading, and broke the next one. A
-    chain made while checks run stops its cell with a reason; every chain is removed when the
-    student process stops, and the next grading on the machine runs as usual."""
+    """A chain of 1,000 folders, one in another, in ``/dev/shm`` made while checks run stops its
+    cell with a reason. Every chain, even one made at the end of the last cell (which no check
+    sees), is removed when the student process stops, so none outlives the grading to break the next
+    one: the next grading on the machine runs as usual."""
     user, workdir = sandbox
     cells = [
         DEEP_CHAIN.replace("DEPTH", "1000").replace("AFTER", "time.sleep(3)\ndone = True"),
@@ -832,12 +831,13 @@ def test_a_deep_chain_in_dev_shm_stops_its_cell_and_leaves_nothing(sandbox):
         ("    grader.check_all()", "    pass"),
         ("import otterly", "import otterly"),
         ('result = grader.check("q1_1")', 'result = grader.check("q1_1")'),
-        # a twenty-sixth review: splitlines split this string in two (a SyntaxError lost the cell)
+        # splitlines would split this string in two (and a SyntaxError lose the cell)
         (
             'label = "T-shirt\u2028top"  # from the lesson\u2029page',
             'label = "T-shirt\u2028top"  # from the lesson\u2029page',
         ),
-        # and 100,000 spaces took the patterns minutes (each split of the run between two \s* tried)
+        # and 100,000 spaces must not take the patterns minutes (trying each split of the run
+        # between two \s*)
         (
             "import os, sys" + " " * 100_000 + "; x = 1",
             "import os, sys" + " " * 100_000 + "; x = 1",
@@ -848,11 +848,10 @@ def test_a_deep_chain_in_dev_shm_stops_its_cell_and_leaves_nothing(sandbox):
     ids=lambda value: " ".join(value.split())[:40],
 )
 def test_otter_calls_are_taken_out_line_by_line(line, expected):
-    """A twenty-fifth hostile review: ``grader.check("q1_1");`` (a trailing semicolon) stayed in the
-    cell and its ``NameError`` lost the lines after it; ``import otter, torch`` was taken out whole,
-    so ``torch`` was never imported. Each Otter line becomes ``pass`` (a block it is alone in stays
-    a block, and line numbers in tracebacks stay the student's); other modules of an import list
-    stay imported."""
+    """Each Otter line becomes ``pass`` (a block it is alone in stays a block, and line numbers in
+    tracebacks stay the student's), ``grader.check("q1_1");`` with its trailing semicolon too (left
+    in the cell, its ``NameError`` would lose the lines after it); other modules of an import list
+    stay imported (``import otter, torch`` taken out whole would leave ``torch`` unimported)."""
     assert without_otter_calls(line) == expected
 
 
@@ -895,10 +894,10 @@ print(shmid)
 def test_nobodys_shared_memory_from_before_the_grading_is_neither_counted_nor_removed(
     sandbox, started_mb
 ):
-    """A newcomer's walkthrough: slot 0 grades as ``nobody``, whom other services may run as; the
-    judge counted every ``/dev/shm`` file and System V segment of ``nobody`` as the student's, and
-    removed them all when the student process stopped. What was there before the grading is left
-    alone; what the student adds, even in a folder that was there, is counted and removed."""
+    """Slot 0 grades as ``nobody``, whom other services may run as: the ``/dev/shm`` files and
+    System V segments ``nobody`` holds before the grading are neither counted as the student's nor
+    removed when the student process stops. What the student adds, even in a folder made before the
+    grading, is counted and removed."""
     user, workdir = sandbox
     made = subprocess.run(
         [sys.executable, "-c", SERVICE_MEMORY],
@@ -977,10 +976,10 @@ SESSION_STARTER = (
 
 
 def test_the_students_processes_share_one_cpu_group_removed_when_it_stops(sandbox):
-    """A twenty-seventh hostile review: 40 busy loops, each in a session of its own, took the CPU
-    from a submission graded beside them (0/31 instead of 31/31), because the kernel shares the CPU
-    between sessions. All of a student's processes are now in one group, which weighs as much as one
-    session."""
+    """All of a student's processes are in one CPU group, which weighs as much as one session and is
+    removed when the student process stops: the kernel shares the CPU between sessions, so 40 busy
+    loops, each in a session of its own, would take the CPU from a submission graded beside them
+    (0/31 instead of 31/31)."""
     if process_tree.cpu_group_parent() is None:
         pytest.skip("no writable CPU controller here (a container's read-only /sys/fs/cgroup)")
     user, workdir = sandbox
@@ -1061,10 +1060,10 @@ def test_cpu_groups_of_judges_that_stopped_are_removed(tmp_path, monkeypatch):
 
 
 def test_the_students_files_in_tmp_and_var_tmp_are_removed_when_it_stops(sandbox):
-    """A twenty-seventh hostile review: 900 MB written to ``/var/tmp`` as the sandbox user outlived
-    the grading, where the next submission, run as the same user, could read it (and a batch could
-    fill the disk). What the student leaves in ``/tmp`` and ``/var/tmp`` is removed when its process
-    stops, folders whole; ``nobody``'s files from before the grading (another service's) stay."""
+    """What the student leaves in ``/tmp`` and ``/var/tmp`` is removed when its process stops,
+    folders whole: 900 MB written to ``/var/tmp`` as the sandbox user would otherwise outlive the
+    grading, where the next submission, run as the same user, could read it (and a batch could fill
+    the disk). ``nobody``'s files from before the grading (another service's) stay."""
     import uuid
 
     user, workdir = sandbox
@@ -1126,9 +1125,9 @@ def _system_v_ids(kind: str) -> set[int]:
 
 
 def test_system_v_queues_and_semaphores_are_removed_when_it_stops(sandbox):
-    """A twenty-eighth hostile review: message queues (their messages hold kernel memory no process
-    is charged for) and semaphore sets outlived the grading; only shared-memory segments were
-    removed."""
+    """System V message queues (their messages hold kernel memory no process is charged for) and
+    semaphore sets are removed when the student process stops, as shared-memory segments are: none
+    outlives the grading."""
     user, workdir = sandbox
     session = Session(workdir, [SYSTEM_V_QUEUES], Limits(), user, time.monotonic() + 120)
     try:
@@ -1147,10 +1146,11 @@ def test_system_v_queues_and_semaphores_are_removed_when_it_stops(sandbox):
 
 
 def test_a_setuid_program_runs_as_the_sandbox_user(sandbox):
-    """A twenty-eighth hostile review: 254 ``su`` processes, each waiting forever for a password,
-    ran with root as their effective user, so the judge (which finds the student's processes by
-    owner) left them running, and every later grading as that user had one process left under its
-    limit. The student's processes may not gain privileges (``PR_SET_NO_NEW_PRIVS``)."""
+    """The student's processes may not gain privileges (``PR_SET_NO_NEW_PRIVS``), so a setuid
+    program runs as the sandbox user: 254 ``su`` processes, each waiting forever for a password,
+    with root as their effective user, would be left running by the judge (which finds the student's
+    processes by owner), and every later grading as that user would have one process left under its
+    limit."""
     user, workdir = sandbox
     cell = (
         "import subprocess\n"
@@ -1175,8 +1175,8 @@ def test_a_setuid_program_runs_as_the_sandbox_user(sandbox):
 
 
 def test_every_process_in_the_students_cpu_group_is_stopped_with_it(sandbox):
-    """Whatever user a process in the student's CPU group runs as (the su processes above ran as
-    root), it is the student's, and is stopped with the student process."""
+    """Whatever user a process in the student's CPU group runs as (a setuid program's runs as root),
+    it is the student's, and is stopped with the student process."""
     if process_tree.cpu_group_parent() is None:
         pytest.skip("no writable CPU controller here (a container's read-only /sys/fs/cgroup)")
     user, workdir = sandbox
@@ -1202,8 +1202,9 @@ def test_every_process_in_the_students_cpu_group_is_stopped_with_it(sandbox):
 
 
 def test_staging_folders_of_a_judge_that_no_longer_runs_are_removed(tmp_path, monkeypatch):
-    """A twenty-eighth hostile review: a judge stopped from outside while it removed a student's
-    170,000 folders left its staging folder (669 MB), which no later grading removed."""
+    """The staging folders of a judge that has ended are removed by a later grading: a judge stopped
+    from outside while it removes a student's 170,000 folders leaves its staging folder (669 MB)
+    behind."""
     ended = subprocess.Popen(["true"])
     ended.wait()
     monkeypatch.setattr(leftovers, "SHARED_MEMORY_FOLDER", str(tmp_path / "shm"))
@@ -1257,9 +1258,9 @@ def test_an_exception_without_a_message_is_named_without_a_colon(error, expected
 
 
 def test_the_judge_keeps_only_the_first_line_of_what_each_cell_raised(tmp_path):
-    """A thirty-seventh hostile review made every cell's reply carry 256 KB of output, which the
-    judge kept for every cell of the notebook (7 GB after 24,000 empty cells): it keeps no output,
-    only each error's first line, and only for the cells the notes name."""
+    """The judge keeps no output, only each error's first line, and only for the cells the notes
+    name: 256 KB of output in every cell's reply, kept for every cell of the notebook, would hold
+    7 GB after 24,000 empty cells."""
     cells = ["pass"] * 40
     session = Session(tmp_path, cells, Limits(), None, time.monotonic() + 120, seed=SEED)
     session.process = _Replies(
@@ -1314,9 +1315,9 @@ def test_cells_the_deadline_left_no_time_for_share_one_note():
 
 
 def test_processes_holding_too_many_files_open_are_stopped(tmp_path, monkeypatch):
-    """A thirty-seventh hostile review's 240 processes each held 4,000 descriptors: every memory
-    check looked at each one (5 seconds of the judge's time a check, 440 seconds in a grading). Here
-    the cap is 200 files."""
+    """Processes holding more files open than the cap are stopped: every memory check looks at each
+    descriptor, and 240 processes holding 4,000 each would cost the judge 5 seconds a check
+    (440 seconds in a grading). Here the cap is 200 files."""
     monkeypatch.setattr(leftovers, "MAX_OPEN_FILES", 200)
     workdir = tmp_path / "work"
     workdir.mkdir()
@@ -1345,15 +1346,15 @@ def _first_cell_is_stopped(
 
 
 def test_the_walk_reads_a_folder_one_entry_at_a_time(shared_folder):
-    """A thirty-eighth hostile review made 7.2 million hard links in /tmp: the judge's walk listed
-    every entry with its lstat before removing any (7 GB). The walk holds one entry at a time: here
-    20,000 entries, which listed whole took about 16 MB."""
+    """The walk holds one entry at a time: listing every entry with its lstat before removing any
+    takes 7 GB for 7.2 million hard links in /tmp. Here 20,000 entries, which listed whole take
+    about 16 MB."""
     import tracemalloc
 
     target = shared_folder / "target"
     target.write_bytes(b"")
     for i in range(20_000):
-        # hard links, as the review made them: no data, one inode
+        # hard links: no data, one inode
         os.link(target, shared_folder / f"link-{i}")
     tracemalloc.start()
     try:
@@ -1371,8 +1372,7 @@ def test_the_walk_reads_a_folder_one_entry_at_a_time(shared_folder):
 
 def test_files_kept_in_the_shared_folders_and_the_scratch_folder_are_counted(tmp_path, monkeypatch):
     """What the student keeps in /tmp, /var/tmp, /run/lock and its own folder is counted on every
-    memory check, so that removing it when the student process stops stays quick (a thirty-eighth
-    hostile review)."""
+    memory check, so that removing it when the student process stops stays quick."""
     shared, workdir = tmp_path / "tmp", tmp_path / "work"
     shared.mkdir()
     (workdir / "deeper").mkdir(parents=True)
@@ -1394,9 +1394,9 @@ def test_files_kept_in_the_shared_folders_and_the_scratch_folder_are_counted(tmp
 
 
 def test_a_cell_that_makes_too_many_files_is_stopped(sandbox, monkeypatch):
-    """A thirty-eighth hostile review made 7.2 million hard links where the judge removes them
-    afterwards: the student is stopped past the limit, and its scratch folder put back as it was
-    staged."""
+    """A cell that keeps more files than the limit where the judge removes them afterwards (a
+    student may make 7.2 million hard links there) is stopped, and its scratch folder put back as it
+    was staged."""
     user, workdir = sandbox
     monkeypatch.setattr(leftovers, "MAX_LEFTOVER_ENTRIES", 200)
     cell = "import os, time\nfor i in range(300):\n    open(f'f{i}', 'w').close()\ntime.sleep(20)"

@@ -1,10 +1,11 @@
 """The torch settings (thread count, default dtype) each cell leaves, and judge calls made in an
 earlier one.
 
-A float32 training's last bits depend on the thread count; the judge retrains
-a student's network through the student's ``train_mlp`` after the whole
-notebook ran, so honest work that calls ``torch.set_num_threads(1)`` in its
-last cell lost 12 points of ``when_it_fails`` (a fifteenth hostile review).
+A float32 training's last bits depend on the thread count, and the judge
+retrains a student's network through the student's ``train_mlp`` after the
+whole notebook ran: run in the last cell's settings, the retraining would cost
+honest work that calls ``torch.set_num_threads(1)`` in its last cell 12 points
+of ``when_it_fails``.
 """
 
 from __future__ import annotations

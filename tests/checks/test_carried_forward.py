@@ -149,7 +149,7 @@ def test_tta_a_saturated_or_flattened_softmax_does_not_make_q8_trivial(tta, monk
     Times 1e4 the cross-entropy's gradient is exactly zero on every confident
     digit (the reference FGSM moves nothing); times 1e-4 no digit is above
     0.9. Either way an ``fgsm`` that returns the image unchanged for the
-    label the model predicts, with flip rate 0 and length 0, was
+    label the model predicts, with flip rate 0 and length 0, is
     self-consistent.
     """
     checks, ref = tta
@@ -237,9 +237,9 @@ def call_with_arrays(func, *args):
 
 
 def test_ib_crops_stacked_from_a_list_pass_and_float32_crops_fail_naming_the_dtype(ib):
-    """A thirteenth hostile review: a list of crops then ``np.stack`` (honest) lost q1 to ``crops(0,
-    rng)``, and float32 crops lost q1 to "the article's draw order" (and q7 and q8 to their
-    tolerances) without a word on the dtype."""
+    """Crops stacked from a list with ``np.stack`` pass q1: the property asks for at least one crop,
+    as the lesson does, and ``np.stack`` of an empty list raises. float32 crops fail q1 on a message
+    naming the dtype, not on "the article's draw order" (nor q7 and q8 on their tolerances)."""
     checks, ref = ib
 
     def stacked(n, rng):
@@ -444,8 +444,9 @@ def test_ib_predictions_that_are_all_zero_are_not_carried_forward(ib):
 
 
 def test_ib_a_relative_error_that_is_a_step_is_not_carried_forward(ib):
-    """0 for a perfect prediction, 1 otherwise: passed the perfect/half probes, and made every cell
-    1."""
+    """A relative error that is 0 for a perfect prediction and 1 otherwise passes the perfect and
+    half probes and makes every cell 1: the growth probe refuses it, so it is not carried
+    forward."""
     checks, ref = ib
     funcs = _ib_pipeline(ref, rel_err=lambda y_hat, y: 0.0 if np.array_equal(y_hat, y) else 1.0)
     own = checks._Own(
@@ -469,7 +470,7 @@ def test_ib_a_relative_error_that_is_a_step_is_not_carried_forward(ib):
         assert actual[q] is not None and "`rel_err` does not grow with the error" in actual[q], (
             f"errors of 1 everywhere from a step rel_err should fail {q}, saying why: {actual}"
         )
-    # control: the step passes the two older probes, so it is the growth probe that refuses it
+    # control: the step passes the perfect and half probes; the growth probe is what refuses it
     y = ref.equivariant_target(ref.test_crops()[:20])
     assert own.rel_err(y, y) == 0.0 and own.rel_err(0.5 * y, y) == 1.0, (
         "precondition: the step passes perfect/half"
@@ -587,8 +588,8 @@ def _rel_err_by_prediction(y_hat, y):  # the catalogue's q6 mistake
 
 
 def test_ib_learning_curves_made_up_except_a_few_cells_do_not_pass(ib):
-    """Only the cells the carried-forward check used to recompute (seed 0, n = 4 and 1024) computed,
-    the rest 0.5."""
+    """Learning curves computed only at seed 0, n = 4 and 1024, and made up (0.5) in the other
+    cells, fail q8: a few cells computed right do not carry the rest forward."""
     checks, ref = ib
     for label, funcs in (
         ("the reference's functions", _ib_pipeline(ref)),
@@ -605,9 +606,9 @@ def test_ib_a_rel_err_right_on_the_property_tests_not_the_experiments_carries_no
     ib,
 ):
     """rel_err is the reference's on q6's random inputs, but halves every error on the 2,000 test
-    crops the learning curves score: the carried-forward check used to recompute the made-up
-    (halved) curves with it. q6 now also checks it on the learning curves' own arrays, and q8 does
-    not carry a function that failed q6."""
+    crops the learning curves score. q6 also checks it on the learning curves' own arrays, and q8
+    does not carry a function that failed q6, so the made-up (halved) curves are not recomputed with
+    it and fail."""
     checks, ref = ib
 
     def rel_err(y_hat, y):
@@ -657,9 +658,9 @@ def test_ib_a_fit_right_on_the_property_tests_but_not_on_the_experiments_carries
     ib,
 ):
     """fit is the reference's on q5's random training sets (at most 300 crops), but fits twice the
-    targets on the 1,024-crop pool of the noise-free errors: the made-up noise-free errors used to
-    be recomputed with it. q5 now also checks fit on the learning curves' own inputs, and q7 does
-    not carry a function that failed q5."""
+    targets on the 1,024-crop pool of the noise-free errors. q5 also checks fit on the learning
+    curves' own inputs, and q7 does not carry a function that failed q5, so the made-up noise-free
+    errors are not recomputed with it and fail."""
     checks, ref = ib
 
     def fit(model, X, Y):
@@ -702,9 +703,9 @@ def test_ib_a_fit_right_on_the_property_tests_but_not_on_the_experiments_carries
 
 
 def test_ib_a_rel_err_that_turns_after_its_own_question_does_not_carry_made_up_curves(ib):
-    """The third reviewer's hole: rel_err honest while q6 grades it, then halving every error. q8
-    used to run the property test again, see it fail, and trust the student's rel_err; the verdict
-    is now q6's, decided once."""
+    """rel_err honest while q6 grades it, then halving every error. q8 takes q6's verdict, decided
+    once: a second run of the property test would fail, and q8 would then grade the curves on the
+    student's rel_err, which halves them too."""
     checks, ref = ib
     calls = [0]
 
@@ -738,9 +739,9 @@ def test_ib_a_rel_err_that_turns_after_its_own_question_does_not_carry_made_up_c
 
 
 def test_ib_a_made_up_gap_from_a_target_that_passes_its_property_test_fails_q4(ib):
-    """The third reviewer's q4 hole: the vignetted target is the reference's except on the shifted
-    test crops the gap is measured on, where it answers a made-up gap; its own gap was carried
-    forward although it passed."""
+    """The vignetted target is the reference's except on the shifted test crops the gap is measured
+    on, where it answers a made-up gap. A target that passes its property test is graded as the
+    reference's, so its own gap is not carried forward and the made-up gap fails q4."""
     checks, ref = ib
     x50 = ref.test_crops()[:50]
     shifted = ref.shift_image(x50)
@@ -1047,8 +1048,8 @@ def _from_list(name: str, colours: list[str]):
 
 
 def _white_between_samples(name: str):
-    """``name``'s colours at the 16 points a colour map used to be compared at, white everywhere
-    else."""
+    """``name``'s colours at 16 evenly spaced points, white everywhere else: right wherever a colour
+    map is compared at those 16 points only."""
     import matplotlib
     from matplotlib.colors import ListedColormap
 
@@ -1061,8 +1062,8 @@ def _white_between_samples(name: str):
 
 
 def _linear_at_nine_points(low: float, high: float):
-    """A norm that is linear at the nine points a norm used to be tried at, and maps everything else
-    to the middle."""
+    """A norm that is linear at nine evenly spaced points of its range and maps everything else to
+    the middle: right wherever a norm is tried at those nine points only."""
     from matplotlib.colors import FuncNorm
 
     def forward(x):
@@ -1131,8 +1132,7 @@ def _outlined_like_xkcd(ax, shown, row):
 
 
 def _sixty_more_spines(ax, shown, row):
-    """A fifteenth hostile review's: sixty white spines under the width limit, side by side over the
-    image."""
+    """Sixty white spines, each under the width limit, side by side over the image."""
     from matplotlib.spines import Spine
 
     for k in range(60):
@@ -1144,8 +1144,7 @@ def _sixty_more_spines(ax, shown, row):
 
 
 def _inset_of_an_inset(ax, shown, row):
-    """A sixteenth hostile review's: an inset painting nothing, holding a white inset over the
-    template."""
+    """An inset painting nothing, holding a white inset over the template."""
     cover = ax.inset_axes([0, 0, 1, 1])
     cover.axis("off")
     blank = cover.inset_axes([0, 0, 1, 1])
@@ -1154,16 +1153,14 @@ def _inset_of_an_inset(ax, shown, row):
 
 
 def _grid_with_square_markers(ax, shown, row):
-    """A sixteenth hostile review's: thin white grid lines, each with a white square 150 points wide
-    at its ends."""
+    """Thin white grid lines, each with a white square 150 points wide at its ends."""
     ax.grid(True, color="w", linewidth=1)
     for line in (*ax.xaxis.get_gridlines(), *ax.yaxis.get_gridlines()):
         line.set(marker="s", markersize=150, markerfacecolor="w", markeredgecolor="w")
 
 
 def _minor_tick_label_block(ax, shown, row):
-    """A sixteenth hostile review's: one minor tick label, a white block of 150 points, pulled onto
-    the image."""
+    """One minor tick label, a white block of 150 points, pulled onto the image."""
     from matplotlib.ticker import FixedFormatter, FixedLocator
 
     ax.xaxis.set_minor_locator(FixedLocator([13.5]))
@@ -1172,8 +1169,7 @@ def _minor_tick_label_block(ax, shown, row):
 
 
 def _offset_text_block(ax, shown, row):
-    """A sixteenth hostile review's: the y axis' offset text ("1e3"), a white block of 150 points
-    hanging down."""
+    """The y axis' offset text ("1e3"), a white block of 150 points hanging down."""
     from matplotlib.ticker import FuncFormatter
 
     formatter = FuncFormatter(lambda v, p: "")
@@ -1183,8 +1179,7 @@ def _offset_text_block(ax, shown, row):
 
 
 def _square_tick_marks(ax, shown, row):
-    """A fifteenth hostile review's: tick marks drawn as squares scaled 100 times, their marker size
-    unchanged."""
+    """Tick marks drawn as squares scaled 100 times, their marker size unchanged."""
     from matplotlib.markers import MarkerStyle
     from matplotlib.transforms import Affine2D
 
@@ -1193,7 +1188,7 @@ def _square_tick_marks(ax, shown, row):
 
 
 def _label_moved_over(ax, shown, row):
-    """A fifteenth hostile review's: an x label of white blocks, 40 points, moved onto the image."""
+    """An x label of white blocks, 40 points, moved onto the image."""
     ax.set_xlabel("\n".join(["\u2588" * 8] * 8), fontsize=40, color="white", linespacing=0.8)
     ax.xaxis.set_label_coords(0.5, 1.0)
 
@@ -1238,8 +1233,8 @@ def _whiten_everything(image, dpi):
 
 def _title_filter(ax, shown, row):
     """A title over the first template, drawn through a filter that whitens the whole figure (one is
-    enough: each filtered artist's draw copies the whole canvas, sixteen made this the suite's
-    slowest figure)."""
+    enough: each filtered artist's draw copies the whole canvas, and sixteen would make this the
+    suite's slowest figure)."""
     if ax is ax.figure.axes[0]:
         ax.set_title("t", fontsize=6)
         ax.title.set_agg_filter(_whiten_everything)
@@ -1316,8 +1311,8 @@ def _flat_when_resampled(ax, shown, row):
 
 
 def _pixel_placed_cover(ax, shown, row):
-    """The twenty-first review's cover: a white rectangle in screen pixels (IdentityTransform), over
-    the image at the figure's own dpi and elsewhere at any other."""
+    """A white rectangle in screen pixels (IdentityTransform), over the image at the figure's own
+    dpi and elsewhere at any other."""
     from matplotlib.patches import Rectangle
     from matplotlib.transforms import IdentityTransform
 
@@ -1337,11 +1332,10 @@ def _pixel_placed_cover(ax, shown, row):
 
 
 def _cover_shown_when_cropped(ax, shown, row):
-    """Review twenty-two: the Axes in the figure's top half, and white text in its empty bottom half
-    placed in inches from the canvas's corner (``fig.dpi_scale_trans``), left out of the layout: a
-    plain draw shows it over nothing, but Jupyter shows the figure cropped to its contents
-    (``bbox_inches="tight"``), which moves everything placed on the figure down and the images under
-    the text."""
+    """The Axes in the figure's top half, and white text in its empty bottom half placed in inches
+    from the canvas's corner (``fig.dpi_scale_trans``), left out of the layout: a plain draw shows
+    it over nothing, but Jupyter shows the figure cropped to its contents (``bbox_inches="tight"``),
+    which moves everything placed on the figure down and the images under the text."""
     fig = ax.figure
     if ax is not fig.axes[0]:
         return
@@ -1360,10 +1354,10 @@ def _cover_shown_when_cropped(ax, shown, row):
 
 
 def _text_in_pixels_off_the_canvas(ax, shown, row):
-    """Review twenty-two: white text in screen pixels (``IdentityTransform``) just past the right
-    edge of a figure whose own dpi is the grader's (so the earlier check, which drew at a second dpi
-    only when the two differed, drew once), over the images when the figure is saved or shown at 1.5
-    times that dpi."""
+    """White text in screen pixels (``IdentityTransform``) just past the right edge of a figure
+    whose own dpi is the grader's, over the images when the figure is saved or shown at 1.5 times
+    that dpi: a check that draws at a second dpi only when the two differ draws once here and misses
+    it."""
     from matplotlib.transforms import IdentityTransform
 
     fig = ax.figure
@@ -1383,10 +1377,10 @@ def _text_in_pixels_off_the_canvas(ax, shown, row):
 
 
 def _quiver_key_in_screen_pixels(ax, shown, row):
-    """Review twenty-five: a white quiver key 2,000 screen pixels long on an inset of the last
-    template (its quiver hidden): from 15 inches left of the figure it reaches across it at the
-    figure's own 100 dpi and ends left of it at the grader's 140. A quiver key's arrow is the child
-    of no artist, so no walk of the figure's artists placed it."""
+    """A white quiver key 2,000 screen pixels long on an inset of the last template (its quiver
+    hidden): from 15 inches left of the figure it reaches across it at the figure's own 100 dpi and
+    ends left of it at the grader's 140. A quiver key's arrow is the child of no artist, so no walk
+    of the figure's artists finds it."""
     fig = ax.figure
     if ax is not fig.axes[15]:
         return
@@ -1414,11 +1408,11 @@ def _quiver_key_in_screen_pixels(ax, shown, row):
 
 
 def _quiver_key_shown_at_another_dpi(ax, shown, row):
-    """Review twenty-six: a white quiver key sized in screen pixels whose 4,000-pixel arrow head
-    falls off the canvas at the figure's own dpi (and the grader's, the same here) and lands between
-    the template rows at 1.5 or 2 times it (a savefig at 150 dpi, Jupyter's retina display). Neither
-    the arrow nor the key's label is anyone's child: the placement check did not see them, and the
-    cells were compared at those dpi only."""
+    """A white quiver key sized in screen pixels whose 4,000-pixel arrow head falls off the canvas
+    at the figure's own dpi (and the grader's, the same here) and lands between the template rows at
+    1.5 or 2 times it (a savefig at 150 dpi, Jupyter's retina display). Neither the arrow nor the
+    key's label is anyone's child, so a check that walks the artists does not see them, and
+    comparing the cells at the figure's own dpi alone misses them."""
     fig = ax.figure
     if ax is not fig.axes[15]:
         return
@@ -1459,11 +1453,11 @@ def _quiver_key_shown_at_another_dpi(ax, shown, row):
 
 
 def _offset_box_frame_in_inches(ax, shown, row):
-    """Review twenty-five: the white frame of an empty anchored offset box, 12 inches wide, placed
-    in inches from the canvas's corner (``fig.dpi_scale_trans``) where the centre of the figure
-    comes to be on a canvas cropped to its contents; a white dot far below the figure makes that
-    crop reach 10 inches below it. A plain draw shows the frame over nothing; Jupyter's cropped
-    display is blank. The frame is the child of no artist."""
+    """The white frame of an empty anchored offset box, 12 inches wide, placed in inches from the
+    canvas's corner (``fig.dpi_scale_trans``) where the centre of the figure comes to be on a canvas
+    cropped to its contents; a white dot far below the figure makes that crop reach 10 inches below
+    it. A plain draw shows the frame over nothing; Jupyter's cropped display is blank. The frame is
+    the child of no artist."""
     from matplotlib.offsetbox import AnchoredOffsetbox, DrawingArea
 
     fig = ax.figure
@@ -1490,10 +1484,10 @@ def _offset_box_frame_in_inches(ax, shown, row):
 
 
 def _wrapped_text_in_an_inset(ax, shown, row):
-    """Review twenty-five: white text that wraps (``wrap=True``) in an inset in the figure's margin,
-    a narrow column there in a plain draw, lines across the images on a canvas cropped to its
-    contents (a far-off dot widens it). Wrapped text was refused on the graded Axes and the figure
-    only."""
+    """White text that wraps (``wrap=True``) in an inset in the figure's margin: a narrow column
+    there in a plain draw, lines across the images on a canvas cropped to its contents (a far-off
+    dot widens it). A refusal of wrapped text on the graded Axes and the figure alone does not reach
+    it."""
     fig = ax.figure
     if ax is not fig.axes[15]:
         return
@@ -1516,9 +1510,8 @@ def _wrapped_text_in_an_inset(ax, shown, row):
 
 
 def _too_small_to_see(ax, shown, row):
-    """Review twenty-two: 16 templates on a figure of 1.25 inches at 30 dpi, 9 screen pixels a
-    template; each Axes is above the size limit in inches, and the grader's draw, at 4 pixels a
-    cell, shows every cell."""
+    """16 templates on a figure of 1.25 inches at 30 dpi, 9 screen pixels a template; each Axes is
+    above the size limit in inches, and the grader's draw, at 4 pixels a cell, shows every cell."""
     fig = ax.figure
     if ax is not fig.axes[0]:
         return
@@ -1528,9 +1521,9 @@ def _too_small_to_see(ax, shown, row):
 
 
 def _far_dot_and_tight_box(fig):
-    """Review twenty-three's set-up: a plain dot far off the figure, so that a canvas cropped to the
-    figure's contents reaches out to it; returns that crop (inches) and the grid's Axes' boxes
-    (inches), once drawn."""
+    """A plain dot far off the figure, so that a canvas cropped to the figure's contents reaches out
+    to it (the set-up of the two covers below); returns that crop (inches) and the grid's Axes'
+    boxes (inches), once drawn."""
     fig.text(-1.0, -1.5, ".")
     renderer = fig.canvas.get_renderer()
     tight = fig.get_tightbbox(renderer).padded(0.1)
@@ -1539,10 +1532,10 @@ def _far_dot_and_tight_box(fig):
 
 
 def _collection_cover_in_inches(ax, shown, row):
-    """Review twenty-three: white squares over every template on the cropped canvas, one
-    PolyCollection in inches from the canvas's corner (``fig.dpi_scale_trans``) held by an inset of
-    the last Axes; a collection placed otherwise than in data has no window extent (``Bbox.null``),
-    which the check skipped."""
+    """White squares over every template on the cropped canvas, one PolyCollection in inches from
+    the canvas's corner (``fig.dpi_scale_trans``) held by an inset of the last Axes; a collection
+    placed otherwise than in data has no window extent (``Bbox.null``), which a check of window
+    extents skips."""
     from matplotlib.collections import PolyCollection
 
     fig = ax.figure
@@ -1570,9 +1563,8 @@ def _collection_cover_in_inches(ax, shown, row):
 
 
 def _arrows_of_empty_annotations(ax, shown, row):
-    """Review twenty-three: a white arrow as tall as each Axes, in figure points, from annotations
-    with no text (which the check skipped as text that draws nothing), held by an inset of the last
-    Axes."""
+    """A white arrow as tall as each Axes, in figure points, from annotations with no text (which a
+    check may skip as text that draws nothing), held by an inset of the last Axes."""
     fig = ax.figure
     if ax is not fig.axes[-1]:
         return
@@ -1625,8 +1617,8 @@ def _grey_named(name: str):
 
 
 def _right_only_at_its_values(row: np.ndarray, low: float, high: float) -> np.ndarray:
-    """The values the twenty-seventh review's norms and maps keep right: ``row``'s own (as float32
-    gives them) and the 34 points of ``[low, high]`` that ``figure_parts.norm_is_linear`` tries."""
+    """The values the norms and maps below keep right: ``row``'s own (as float32 gives them) and the
+    34 points of ``[low, high]`` that ``figure_parts.norm_is_linear`` tries."""
     at = np.concatenate([np.linspace(0.0, 1.0, 9), np.linspace(0.0371, 0.9629, 25)])
     return np.unique(
         np.concatenate(
@@ -1636,10 +1628,10 @@ def _right_only_at_its_values(row: np.ndarray, low: float, high: float) -> np.nd
 
 
 def _exact_funcnorm(ax, shown, row):
-    """Review twenty-seven: matplotlib's own ``FuncNorm``, linear at the template's own values and
-    at the points the linearity check tries, the colour map's middle anywhere else; drawn
-    ``bilinear``, which feeds it the values between the cells (every template flat white), while the
-    grader's draws (``nearest``) feed it only the cells' own values."""
+    """Matplotlib's own ``FuncNorm``, linear at the template's own values and at the points the
+    linearity check tries, the colour map's middle anywhere else; drawn ``bilinear``, which feeds it
+    the values between the cells (every template flat white), while the grader's draws (``nearest``)
+    feed it only the cells' own values."""
     from matplotlib.colors import FuncNorm
 
     low, high = shown.get_clim()
@@ -1655,7 +1647,7 @@ def _exact_funcnorm(ax, shown, row):
 
 
 def _exact_norm_subclass(ax, shown, row):
-    """Review twenty-seven: the same key in a subclass of ``Normalize``."""
+    """The same key in a subclass of ``Normalize``."""
     from matplotlib.colors import Normalize
 
     class Linear(Normalize):
@@ -1673,9 +1665,8 @@ def _exact_norm_subclass(ax, shown, row):
 
 
 def _exact_colour_map(colours: int):
-    """Review twenty-seven: a ``ListedColormap`` of ``colours`` colours named "RdBu_r", with
-    ``RdBu_r``'s colours where the template's own values fall (and two either side) and its middle
-    (white) anywhere else."""
+    """A ``ListedColormap`` of ``colours`` colours named "RdBu_r", with ``RdBu_r``'s colours where
+    the template's own values fall (and two either side) and its middle (white) anywhere else."""
 
     def after(ax, shown, row):
         import matplotlib
@@ -1694,8 +1685,8 @@ def _exact_colour_map(colours: int):
 
 
 def _opaque_only_at_its_values(ax, shown, row):
-    """Review twenty-eight: ``RdBu_r``'s colours, opaque only where the template's own values fall,
-    see-through elsewhere, on grey Axes: a smoothing draw shows the grey."""
+    """``RdBu_r``'s colours, opaque only where the template's own values fall, see-through
+    elsewhere, on grey Axes: a smoothing draw shows the grey."""
     import matplotlib
     from matplotlib.colors import ListedColormap
 
@@ -1709,8 +1700,8 @@ def _opaque_only_at_its_values(ax, shown, row):
 
 
 class _TableRightOnlyWhenReadWhole(np.ndarray):
-    """Review twenty-eight: a colour map's lookup table whose ``take`` gives its own colours when
-    read whole or at ``keep``, and its middle colour anywhere else (what a smoothing draw reads)."""
+    """A colour map's lookup table whose ``take`` gives its own colours when read whole or at
+    ``keep``, and its middle colour anywhere else (what a smoothing draw reads)."""
 
     keep = None
 
@@ -1743,9 +1734,9 @@ def _table_right_only_at_its_values(ax, shown, row):
 
 
 def _scale_right_only_at_its_values(ax, shown, row):
-    """Review twenty-eight: matplotlib's own ``SymLogNorm`` whose transform (an attribute) is the
-    identity at the template's own values and at the points the linearity check tries, the middle of
-    the scale elsewhere."""
+    """Matplotlib's own ``SymLogNorm`` whose transform (an attribute) is the identity at the
+    template's own values and at the points the linearity check tries, the middle of the scale
+    elsewhere."""
     from matplotlib.colors import SymLogNorm
     from matplotlib.scale import FuncTransform
 
@@ -1765,8 +1756,8 @@ def _scale_right_only_at_its_values(ax, shown, row):
 
 
 def _cached_as_grey(ax, shown, row):
-    """Review twenty-eight: ``interpolation="none"`` and a grey picture in ``_imcache``, which SVG
-    and PDF displays draw the image from (Agg never reads it)."""
+    """``interpolation="none"`` and a grey picture in ``_imcache``, which SVG and PDF displays draw
+    the image from (Agg never reads it)."""
     shown.set_interpolation("none")
     shown._imcache = np.full(row.shape + (4,), 128, dtype=np.uint8)
 
@@ -1778,11 +1769,10 @@ FILTERED = "the figure holding `fig_templates`' image 0 draws {} of its artists 
 OVERHANG = "the figure holding `fig_templates`' image 0 has contents reaching"
 
 #: q6's figures, each drawn by ``_templates`` with these options, and the start of the failure each
-#: must give (``None``: passes). The sixth hostile review drew the templates at a limit of 1e6
-#: (flat) or 1e-9 (saturated); the tenth with a sequential colour map (grey, viridis) and in a row
-#: of 16 Axes, as the figure's colour map and grid were never read. The row's own largest weight, a
-#: round limit near the layer's, another diverging map and a colour bar beside each template (the
-#: catalogue's alternative) pass.
+#: must give (``None``: passes). Templates drawn at a limit of 1e6 (flat) or 1e-9 (saturated), with
+#: a sequential colour map (grey, viridis) or in a row of 16 Axes fail: the figure's limits, colour
+#: map and grid are read. The row's own largest weight, a round limit near the layer's, another
+#: diverging map and a colour bar beside each template (the catalogue's alternative) pass.
 TEMPLATE_FIGURES = {
     "each_rows_own_limit": ({}, None),
     "limit_1": ({"limit": 1.0}, None),
@@ -1815,9 +1805,8 @@ TEMPLATE_FIGURES = {
         {"column_order": True},
         "`fig_templates`' template 1 is not in cell 1 of the 4 by 4 grid",
     ),
-    # the grid is read from where the Axes are drawn (the sixteenth session's notes: ImageGrid and
-    # Axes placed by hand in four rows of four were refused as "not a 4 by 4 grid", and crossed as
-    # "a 1 by 32 grid")
+    # the grid is read from where the Axes are drawn, not from how they were made: ImageGrid and
+    # Axes placed by hand in four rows of four are a 4 by 4 grid, in the notebook and crossed
     "ImageGrid_with_a_colour_bar": ({"cmap": "RdBu_r", "limit": 1.0, "made_by": "ImageGrid"}, None),
     "ImageGrid_bare": ({"made_by": "ImageGrid_bare"}, None),
     "placed_by_hand": ({"made_by": "add_axes"}, None),
@@ -1825,7 +1814,7 @@ TEMPLATE_FIGURES = {
         {"made_by": "add_axes", "grid": (2, 8)},
         "`fig_templates`' 16 templates are drawn in 2 row(s) and 8 column(s) of Axes",
     ),
-    # the eleventh review's: drawn right by the array and the limits, wrong on the page
+    # drawn right by the array and the limits, wrong on the page
     "RdBu_r_in_11_levels": ({"cmap": _resampled("RdBu_r", 11)}, None),
     "grey_named_RdBu_r": (
         {"cmap": _grey_named("RdBu_r")},
@@ -1855,9 +1844,9 @@ TEMPLATE_FIGURES = {
         {"cmap": "RdBu_r", "after": lambda ax, shown, row: ax.imshow(abs(row), cmap="gray")},
         "`fig_templates`' image 0 holds 2 images",
     ),
-    # the thirteenth's: linear norms other than Normalize and a map of one's own with a diverging
-    # map's colours pass; the Axes' view, aspect, transform, clipping, what else is drawn over the
-    # image, and its size count
+    # linear norms other than Normalize and a map of one's own with a diverging map's colours pass;
+    # the Axes' view, aspect, transform, clipping, what else is drawn over the image, and its size
+    # count
     "centred_norm": ({"norm": lambda limit: _norm("CenteredNorm")()}, None),
     "two_slope_norm_at_zero": (
         {"norm": lambda limit: _norm("TwoSlopeNorm")(0.0, -limit, limit)},
@@ -1953,13 +1942,12 @@ TEMPLATE_FIGURES = {
         {"after": lambda ax, shown, row: ax.figure.set_size_inches(0.5, 0.5)},
         "`fig_templates`' image 0 is drawn only",
     ),
-    # the fourteenth's: colours right at the map's sample points only, or beyond the limits;
-    # decorations grown over the image; filters, scales, positions and layouts that move or hide it
-    # when the figure is drawn
+    # colours right at the map's sample points only, or beyond the limits; decorations grown over
+    # the image; filters, scales, positions and layouts that move or hide it when the figure is
+    # drawn
     "white_between_samples": (
         {"after": lambda ax, shown, row: shown.set_cmap(_white_between_samples("coolwarm"))},
-        # (review twenty-seven: refused by the colour map's swings before its
-        # name)
+        # (the colour map's swings are read before its name, so the message names the swings)
         "`fig_templates`' image 0 is drawn in a colour map whose colours swing back and forth",
     ),
     "linear_at_nine_points": (
@@ -2109,7 +2097,7 @@ TEMPLATE_FIGURES = {
         },
         "`fig_templates`' image 0 has grid lines or tick marks over more than 30% of it",
     ),
-    # refused by the map's own alpha first now
+    # refused by the map's own alpha, which is read first
     "see_through_map": (
         {"cmap": _see_through("coolwarm", 0.62)},
         "`fig_templates`' image 0 is drawn in a colour map with see-through colours",
@@ -2123,8 +2111,7 @@ TEMPLATE_FIGURES = {
         },
         "`fig_templates`' image 0 is stretched",
     ),
-    # the fifteenth review's: decorations under every size limit, stroked, multiplied or moved over
-    # the image
+    # decorations under every size limit, stroked, multiplied or moved over the image
     "spines_stroked_400_points_wide": (
         {
             "after": lambda ax, shown, row: [
@@ -2159,7 +2146,8 @@ TEMPLATE_FIGURES = {
         "`fig_templates`' image 0 has tick marks drawn with markers of their",
     ),
     "ticks_in_and_out": ({"after": lambda ax, shown, row: ax.tick_params(direction="inout")}, None),
-    # the sixteenth review's: decorations the checks did not read
+    # decorations of kinds that are easy to leave unread: an inset's inset, grid-line markers, minor
+    # tick labels, the offset text
     "inset_of_an_inset": (
         {"after": _inset_of_an_inset},
         "`fig_templates`' image 0 is covered by 1 other Axes",
@@ -2184,10 +2172,9 @@ TEMPLATE_FIGURES = {
         {"after": lambda ax, shown, row: ax.figure.text(0.5, 0.5, "\u2588", fontsize=600)},
         OVERHANG,
     ),  # the block is 8 inches across: past the figure's edge first
-    # the nineteenth's: matplotlib's own means that no single check read, caught by drawing the
-    # figure once and comparing each image's cells with their own colours
-    # (figure_drawing.drawn_mismatch)
-    # (filters anywhere in the figure are refused by name since the twenty-ninth review)
+    # matplotlib's own means that no single check reads, caught by drawing the figure once and
+    # comparing each image's cells with their own colours (figure_drawing.drawn_mismatch); filters
+    # anywhere in the figure are refused by name
     "axes_agg_filter": (
         {"after": lambda ax, shown, row: ax.set_agg_filter(_whiten)},
         FILTERED.format(16),
@@ -2203,12 +2190,12 @@ TEMPLATE_FIGURES = {
     "white_text_in_an_inset": ({"after": _white_text_in_an_inset}, NOT_SHOWN),
     "patch_from_an_axes_outside": ({"after": _patch_from_an_axes_outside}, NOT_SHOWN),
     "negative_inset_cover": ({"after": _negative_inset_cover}, NOT_SHOWN),
-    # a norm of its own class: refused as such now
+    # a norm of its own class: refused as such
     "flat_when_resampled": (
         {"after": _flat_when_resampled},
         "`fig_templates`' image 0 is drawn with ShapeNorm, not a linear colour scale",
     ),
-    # the twenty-first's: a cover placed in pixels, where the images are at the figure's dpi only
+    # a cover placed in pixels, where the images are at the figure's dpi only
     "pixel_placed_cover": ({"after": _pixel_placed_cover}, NOT_SHOWN + " at another size"),
     "cover_shown_when_cropped": (
         {"after": _cover_shown_when_cropped},
@@ -2218,7 +2205,7 @@ TEMPLATE_FIGURES = {
         {"after": _text_in_pixels_off_the_canvas},
         NOT_SHOWN + " at another size or cropped",
     ),
-    # (these four reach far past the figure's edge: refused as such since the thirtieth review)
+    # (these four reach far past the figure's edge: refused as such)
     "collection_cover_in_inches": ({"after": _collection_cover_in_inches}, OVERHANG),
     "arrows_of_empty_annotations": ({"after": _arrows_of_empty_annotations}, OVERHANG),
     # honest: matplotlib's tight layout engine moves the Axes a little each time it runs
@@ -2243,7 +2230,7 @@ TEMPLATE_FIGURES = {
         "`fig_templates`' image 0 is shown 9 by 9 screen pixels at "
         "its figure's dpi (30), fewer than one a cell of its 28 by 28",
     ),
-    # review twenty-seven: colours right only at the templates' own values, shown bilinear
+    # colours right only at the templates' own values, shown bilinear
     "norm_right_only_at_its_values": (
         {"cmap": "RdBu_r", "after": _exact_funcnorm},
         "`fig_templates`' image 0 is drawn with FuncNorm, not a linear colour scale",
@@ -2260,8 +2247,7 @@ TEMPLATE_FIGURES = {
         {"after": _exact_colour_map(65536)},
         "`fig_templates`' image 0 is drawn in a colour map whose colours swing back and forth",
     ),
-    # review twenty-eight: the same through what the norm and map hold, and a picture kept for
-    # vector displays
+    # the same through what the norm and map hold, and a picture kept for vector displays
     "map_opaque_only_at_its_values": (
         {"after": _opaque_only_at_its_values},
         "`fig_templates`' image 0 is drawn in a colour map with see-through colours",
@@ -2329,8 +2315,8 @@ def test_wif_templates_are_a_4_by_4_grid_on_the_weights_own_diverging_scale(wif_
     "layout", ["colour_bar_column", "block_of_a_4_by_5_grid_shifted", "two_rows_of_eight_in_4x8"]
 )
 def test_wif_templates_in_a_wider_grid_pass_only_as_a_4_by_4_block(wif_healthy, layout):
-    # a fifteenth hostile review: an honest colour bar in a fifth grid column (width_ratios) failed
-    # as "a 4 by 5 grid"; the templates must still sit as a 4 by 4 block in reading order
+    # an honest colour bar in a fifth grid column (width_ratios) is not "a 4 by 5 grid": the
+    # templates pass as a 4 by 4 block in reading order, and must still sit as one
     import matplotlib.pyplot as plt
 
     checks, _, _, net = wif_healthy
@@ -2610,9 +2596,9 @@ def test_wif_a_lookup_table_of_random_labels_does_not_pass_q11(wif_healthy):
 def test_wif_a_train_mlp_that_returns_a_table_only_at_the_memo_width_does_not_pass_q11(
     wif_healthy, table
 ):
-    """The second reviewer's hole: ``train_mlp`` special-cased for q11's arguments, so that the
-    judge's own call of it returns the same table. The table scores inside q11's bands by its
-    forward pass."""
+    """``train_mlp`` special-cased for q11's arguments, so that the judge's own call of it returns
+    the same table: the table scores inside q11's bands by its forward pass, and q11 must still fail
+    it."""
     checks, ref, data, net = wif_healthy
     y_random = data["y_tr"][torch.randperm(1000, generator=torch.Generator().manual_seed(0))]
     if table == "function":
@@ -2744,23 +2730,22 @@ def test_ib_carried_forward_learning_curves_are_checked_on_every_seed(ib):
     )
 
 
-# ---------------------------------------------------------------- when_it_fails: the third
-# reviewer's holes
+# ---------------------------------------------------------------- when_it_fails: one mistake per
+# submission
 
 
 def _variant_train_mlp(ref, kind: str):
     """The recipe's train_mlp with one mistake: ``"untrained"`` (no pass over the data),
     ``"epochs_ignored"`` (always 30 epochs), ``"globals"`` (trains on the fitting set, whatever it
-    is given), ``"in_order"`` (batches taken in order, never shuffled: the seventh hostile
-    review's); the eighth review's ``"sgd"`` (SGD, lr 0.05, momentum 0.9), ``"default_epochs_15"``,
-    ``"global_images"`` (the batch taken from the global ``X_tr``) and ``"batches_of_250"``; the
-    ninth's ``"adamw"`` (AdamW, its default weight decay); the batch orders the tenth session found
-    accepted: ``"global_order"`` (each epoch's ``randperm`` from torch's global generator),
+    is given), ``"in_order"`` (batches taken in order, never shuffled), ``"sgd"`` (SGD, lr 0.05,
+    momentum 0.9), ``"default_epochs_15"``, ``"global_images"`` (the batch taken from the global
+    ``X_tr``), ``"batches_of_250"``, ``"adamw"`` (AdamW, its default weight decay); batches other
+    than the recipe's: ``"global_order"`` (each epoch's ``randperm`` from torch's global generator),
     ``"order_seeded_0"`` (``g`` seeded 0 whatever ``seed``), ``"batches_of_128"`` and
-    ``"last_batch_dropped"``; the eleventh's ``"early_stop"`` (stops once an epoch's mean loss is
-    below 0.3) and ``"order_seeded_3"``. ``"dataloader"`` is no mistake: a shuffling ``DataLoader``
-    with ``generator=g`` (another order than the recipe's ``randperm``, drawn from ``g`` too, which
-    the question accepts)."""
+    ``"last_batch_dropped"``; ``"early_stop"`` (stops once an epoch's mean loss is below 0.3) and
+    ``"order_seeded_3"``. ``"dataloader"`` is no mistake: a shuffling ``DataLoader`` with
+    ``generator=g`` (another order than the recipe's ``randperm``, drawn from ``g`` too, which the
+    question accepts)."""
     a = ref.answers()
 
     def train_mlp(X, y, hidden=256, epochs=15 if kind == "default_epochs_15" else 30, seed=0):
@@ -2886,9 +2871,8 @@ def test_wif_a_train_mlp_that_ignores_an_argument_fails_q2(wif, kind, message):
 
 
 def _random_shifts_variant(ref, kind: str):
-    """The seventh hostile review's random_shifts: ``"seed_ignored"`` (always seed 0),
-    ``"left_for_positive"`` (every shift the other way), ``"max_shift_2"`` (the draw of -2..2
-    whatever is asked)."""
+    """random_shifts with one mistake: ``"seed_ignored"`` (always seed 0), ``"left_for_positive"``
+    (every shift the other way), ``"max_shift_2"`` (the draw of -2..2 whatever is asked)."""
 
     def random_shifts(X, max_shift, seed):
         if kind == "seed_ignored":
@@ -2922,9 +2906,8 @@ def test_wif_random_shifts_must_be_the_questions_draw(wif, kind):
 
 
 def test_wif_x_aug_copies_must_be_the_questions_draws(wif_healthy):
-    """The seventh hostile review's X_aug: three copies of random_shifts(X_tr, 2, 1). The check
-    stops at the copies, before any training, so net_aug and the numbers after it are placeholders
-    here."""
+    """X_aug as three copies of random_shifts(X_tr, 2, 1) fails q10. The check stops at the copies,
+    before any training, so net_aug and the numbers after it are placeholders here."""
     checks, ref, data, net = wif_healthy
     X_aug = torch.cat([data["X_tr"]] + [ref.random_shifts(data["X_tr"], 2, 1)] * 3)
     y_aug = data["y_tr"].repeat(4)
@@ -2953,8 +2936,9 @@ def test_wif_x_aug_copies_must_be_the_questions_draws(wif_healthy):
 
 
 def test_wif_y_random_must_be_the_questions_permutation(wif_healthy):
-    """The ninth hostile review: y_tr.roll(1) moves every label and passed. The check stops at
-    y_random, before any training, so net_memo and the numbers after it are placeholders here."""
+    """y_tr.roll(1) moves every label but is not the question's permutation, and fails q11. The
+    check stops at y_random, before any training, so net_memo and the numbers after it are
+    placeholders here."""
     checks, ref, data, net = wif_healthy
     actual = failures(
         {
@@ -3016,8 +3000,8 @@ def test_wif_an_untrained_train_mlp_is_not_carried_forward(wif_healthy):
 
 def test_wif_a_shift_right_that_passes_q3_is_graded_as_the_reference_in_q9(wif_healthy):
     """shift_right right on q3's property test but moving the test images 1 pixel where 2 are asked:
-    test_shift2 made with it used to be carried forward; a shift that passed q3 is now the
-    reference's in q9."""
+    a shift that passed q3 is the reference's in q9, so the test_shift2 made with it is not carried
+    forward."""
     checks, ref, data, _ = wif_healthy
     X_test = data["X_test"]
 
@@ -3073,9 +3057,9 @@ def _leaking_train_mlp(ref, X_test: torch.Tensor, y_test: torch.Tensor, leaked: 
 
 @pytest.mark.parametrize("seed, leaked", [(3, 0), (3, 300)])
 def test_wif_a_net_final_that_saw_test_images_fails_q9(wif_healthy, seed, leaked):
-    """The fourth reviewer's q9 hole, narrowed: a `train_mlp` that adds test images to the final
-    fit, the network reproduced by the judge's call. 300 leaked images are caught by the membership
-    test; the same recipe at another seed, with nothing leaked, passes the whole of q9."""
+    """A `train_mlp` that adds test images to the final fit, the network reproduced by the judge's
+    call: 300 leaked images are caught by the membership test; the same recipe at another seed, with
+    nothing leaked, passes the whole of q9."""
     checks, ref, data, net = wif_healthy
     train_mlp = _leaking_train_mlp(ref, data["X_test"], data["y_test"], leaked, seed)
     X_dev, y_dev = (
@@ -3105,9 +3089,9 @@ def test_wif_a_net_final_that_saw_test_images_fails_q9(wif_healthy, seed, leaked
 
 
 def test_wif_a_net_trained_apart_from_a_train_mlp_that_does_not_learn_carries_nothing(wif_healthy):
-    """The fourth reviewer's hole: `net` trained by the recipe for 3 epochs (sensible, outside the
-    band) beside a train_mlp that does not learn: q2 is lost, and the later questions judge
-    train_mlp by its own network."""
+    """`net` trained by the recipe for 3 epochs (sensible, outside the band) beside a train_mlp that
+    does not learn: q2 is lost, and the later questions judge train_mlp by its own network, not by
+    `net`."""
     checks, ref, data, _ = wif_healthy
     train_mlp = _variant_train_mlp(ref, "untrained")
     with torch.random.fork_rng(devices=[]):
@@ -3159,9 +3143,9 @@ def test_wif_a_net_trained_apart_from_a_train_mlp_that_does_not_learn_carries_no
     ],
 )
 def test_wif_q2_net_is_the_recipes_network_on_the_fitting_images(wif_healthy, kind, message):
-    """The eleventh hostile review: a train_mlp stopping early, or drawing its order from a
-    generator seeded 3 whatever the seed, passed every small problem of check_train_function (none
-    reaches a loss of 0.3; each uses seed 3) and q2's validation band."""
+    """A train_mlp stopping early, or drawing its order from a generator seeded 3 whatever the seed,
+    passes every small problem of check_train_function (none reaches a loss of 0.3; each uses seed
+    3) and q2's validation band: q2 still finds that `net` is not the network the recipe trains."""
     checks, ref, data, _ = wif_healthy
     train_mlp = ref.train_mlp if kind == "recipe" else _variant_train_mlp(ref, kind)
     with torch.random.fork_rng(devices=[]):
@@ -3188,9 +3172,8 @@ def test_wif_q2_net_is_the_recipes_network_on_the_fitting_images(wif_healthy, ki
 
 
 def test_wif_a_net_that_fails_when_the_gate_calls_it_fails_the_question(wif_healthy):
-    """The fourth reviewer's crash: `net` stops working on the call that decides whether q3's bands
-    apply. The gate raises (the question fails); it used to answer "not healthy" and skip the
-    bands."""
+    """`net` stops working on the call that decides whether q3's bands apply: the gate raises and
+    the question fails, rather than answering "not healthy" and skipping the bands."""
     checks, ref, data, net = wif_healthy
     calls = [0]
 
@@ -3210,11 +3193,11 @@ def test_wif_a_net_that_fails_when_the_gate_calls_it_fails_the_question(wif_heal
         checks._healthy(fragile, data)
 
 
-# ---------------------------------------------------------------- the third reviewer's holes,
-# closed by default A student function the judge must call again to carry an error forward can
-# answer those calls as it likes. By default (carry_forward=False) nothing is carried forward
-# through such a function; these are the three submissions that raised scores when errors were
-# carried forward through train_mlp and rel_err.
+# ---------------------------------------------------------------- carried forward only on request:
+# a student function the judge must call again to carry an error forward can answer those calls
+# as it likes. By default (carry_forward=False) nothing is carried forward through such a
+# function; these are three submissions that raise their scores when errors are carried forward
+# through train_mlp and rel_err.
 
 
 def _moved(net: torch.nn.Module, perm: torch.Tensor) -> torch.nn.Sequential:
@@ -3308,9 +3291,9 @@ def test_wif_moved_copy_measure_separates_retraining_from_moved_weights(wif_heal
 
 
 def test_wif_a_train_mlp_that_trains_only_for_the_default_call_is_not_carried_forward(wif_healthy):
-    """One epoch for train_mlp(X_tr, y_tr) (outside q2's band, so the bands used to be skipped),
-    nothing for every other call: the later networks are reproducible but untrained, and by default
-    meet the bands."""
+    """One epoch for train_mlp(X_tr, y_tr) (outside q2's band, so that carry_forward=True skips the
+    bands), nothing for every other call: the later networks are reproducible but untrained, and by
+    default meet the bands."""
     checks, ref, data, _ = wif_healthy
     perm = ref.answers()["pixel_perm"]
 
@@ -3354,9 +3337,9 @@ def test_wif_a_train_mlp_that_trains_only_for_the_default_call_is_not_carried_fo
 
 
 def test_ib_learning_curves_on_a_wrong_rel_err_are_not_carried_forward_by_default(ib):
-    """The third reviewer's rel_err failed q6 and answered the judge's later calls with made-up
-    cells. By default the judge never calls rel_err for q8: wrong cells fail, naming the function
-    that failed its question."""
+    """A rel_err that fails q6 can answer the judge's later calls with made-up cells. By default the
+    judge never calls rel_err for q8: wrong cells fail, naming the function that failed its
+    question."""
     checks, ref = ib
     expected = ref.learning_curves(seeds=(0,)).errors
     made_up = expected * 1.01
@@ -3403,10 +3386,10 @@ def test_ib_learning_curves_on_a_wrong_rel_err_are_not_carried_forward_by_defaul
     )
 
 
-# ---------------------------------------------------------------- the fourth reviewer's: right only
-# on random inputs Functions that tell the property tests' random arrays (standard normal, a few
-# crops, at most 300 to fit) from the lesson's own crops, and are wrong only on the latter. Each
-# function is also checked on the lesson's inputs.
+# ---------------------------------------------------------------- right only on random inputs:
+# functions that tell the property tests' random arrays (standard normal, a few crops, at most 300
+# to fit) from the lesson's own crops, and are wrong only on the latter. Each function is also
+# checked on the lesson's inputs.
 
 _OFFSETS = [(a, b) for a in range(-2, 3) for b in range(-2, 3)]
 
@@ -3472,16 +3455,15 @@ def test_ib_functions_right_only_on_random_inputs_fail_their_own_questions(ib):
 
 
 def _fit_predict_variant(kind: str):
-    """``fit`` and ``predict`` right on every prediction, wrong where the question says more (the
-    ninth review's leftovers): ``"local5_transposed"`` (local5's kernels as (25, 256)),
-    ``"conv_flipped"`` (conv's kernel laid out reversed, predict flipping it back), ``"nb_ignored"``
-    (``predict`` computes ``neigh(X)`` whatever ``nb`` says); the eleventh's ``"absolute_cutoff"``
-    (shared16 keeps the frequencies with power above 1e-6, right on crops in [0, 1] only); the
-    twelfth's ``"conv_rcond_1e-4"`` and ``"shared16_cutoff_1e-5"`` (cutoffs far above lstsq's, right
-    on every input but faint texture). ``"pinv"`` is no mistake: ``np.linalg.pinv`` gives the same
-    minimum-norm solutions. The twenty-seventh's ``"nan_params"``: ``fit`` returns NaN of the right
-    shape and keeps the real parameters in a global that ``predict`` uses (every comparison with a
-    NaN difference was false)."""
+    """``fit`` and ``predict`` right on every prediction, wrong where the question says more:
+    ``"local5_transposed"`` (local5's kernels as (25, 256)), ``"conv_flipped"`` (conv's kernel laid
+    out reversed, predict flipping it back), ``"nb_ignored"`` (``predict`` computes ``neigh(X)``
+    whatever ``nb`` says), ``"absolute_cutoff"`` (shared16 keeps the frequencies with power above
+    1e-6, right on crops in [0, 1] only), ``"conv_rcond_1e-4"`` and ``"shared16_cutoff_1e-5"``
+    (cutoffs far above lstsq's, right on every input but faint texture), ``"nan_params"`` (``fit``
+    returns NaN of the right shape and keeps the real parameters in a global that ``predict`` uses;
+    every comparison with a NaN difference is false). ``"pinv"`` is no mistake: ``np.linalg.pinv``
+    gives the same minimum-norm solutions."""
     from reference import inductive_bias as ref
 
     kept = {}
@@ -3503,12 +3485,12 @@ def _fit_predict_variant(kind: str):
         if model == "shared16" and kind in ("absolute_cutoff", "shared16_cutoff_1e-5"):
             Xf, Yf = np.fft.fft2(X), np.fft.fft2(Y)
             pw = (np.abs(Xf) ** 2).sum(0)
-            # the eleventh review's absolute cutoff, the twelfth's relative one far above lstsq's
+            # an absolute cutoff, or a relative one far above lstsq's
             keep = (
                 pw > 1e-6 if kind == "absolute_cutoff" else np.sqrt(pw) > np.sqrt(pw.max()) * 1e-5
             )
             return np.where(keep, (Yf * np.conj(Xf)).sum(0) / np.where(keep, pw, 1), 0)
-        # the twelfth review's: a cutoff far above lstsq's own
+        # a cutoff far above lstsq's own
         if kind == "conv_rcond_1e-4" and model == "conv":
             return np.linalg.lstsq(ref.neigh(X).reshape(-1, 25), Y.reshape(-1), rcond=1e-4)[0]
         p = ref.fit(model, X, Y)
@@ -3532,8 +3514,8 @@ def _fit_predict_variant(kind: str):
 
 def test_ib_fit_laid_out_like_the_students_own_neigh_keeps_q5():
     """Errors carried forward: conv's parameters are laid out like the student's own neigh. A neigh
-    with the column offset outer fails q2; fit and predict built on it are right for q5 (the
-    catalogue's offsets_column_outer lost q5 to the layout check once)."""
+    with the column offset outer fails q2; fit and predict built on it are right for q5, so the
+    layout check does not take q5 from the catalogue's offsets_column_outer as well."""
     from autograder.checks import inductive_bias as checks
     from reference import inductive_bias as ref
 
@@ -3597,8 +3579,8 @@ def test_ib_fit_laid_out_like_the_students_own_neigh_keeps_q5():
     ],
 )
 def test_ib_fit_and_predict_follow_the_questions_layouts_and_nb(ib, kind, message):
-    """Only predict(fit(...)) used to be graded: parameters laid out otherwise, and a predict
-    ignoring nb, passed."""
+    """q5 grades more than predict(fit(...)): parameters laid out otherwise than the question says,
+    and a predict ignoring nb, fail; ``"pinv"``, another correct fit, passes."""
     checks, ref = ib
     counts = {m: ref.parameter_count(m) for m in checks.MODELS}
     fit, predict = _fit_predict_variant(kind)
@@ -3616,9 +3598,9 @@ def test_ib_fit_and_predict_follow_the_questions_layouts_and_nb(ib, kind, messag
 def test_wif_a_sweep_whose_small_fitting_set_networks_are_the_large_ones_does_not_pass_q7(
     wif_healthy,
 ):
-    """The fourth reviewer's: train_mlp returns the network trained on all 1,000 fitting images when
-    asked for the first 300, so the n = 300 curve is the n = 1000 curve; it passes the reproduction
-    and the shape bands."""
+    """train_mlp returns the network trained on all 1,000 fitting images when asked for the first
+    300, so the n = 300 curve is the n = 1000 curve: it passes the reproduction and the shape bands,
+    and q7 must still refuse it."""
     checks, ref, data, net = wif_healthy
 
     def train_mlp(X, y, hidden=256, epochs=30, seed=0):
@@ -3648,9 +3630,9 @@ def test_wif_a_sweep_whose_small_fitting_set_networks_are_the_large_ones_does_no
     )
 
 
-# ---------------------------------------------------------------- the fifth reviewer's: an earlier
-# function that passed its own question answers a later question's "own" option. Only a function
-# that failed its own question is the student's own there; one that passed is the reference's.
+# ---------------------------------------------------------------- an earlier function that passed
+# its own question cannot answer a later question's "own" option: only a function that failed
+# its own question is the student's own there; one that passed is the reference's.
 
 
 def _hash(x) -> bytes:

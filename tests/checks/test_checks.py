@@ -517,8 +517,8 @@ def test_expect_sequence_checks_type_and_length():
 
 
 def test_keys_shown_lists_a_few_keys_each_cut_short():
-    """A thirty-fourth hostile review's dict key was a tuple of many references to one string of
-    megabytes: the message listing the keys was gigabytes of text."""
+    """The message that lists a dict's keys shows ten keys at most, each cut short: a key can be a
+    tuple of 1,000 references to one string of a megabyte, whose repr is a gigabyte of text."""
     assert keys_shown({"weight": 1, "bias": 2}) == "['bias', 'weight']", (
         "an honest dict's keys, sorted"
     )
@@ -538,8 +538,8 @@ def test_keys_shown_lists_a_few_keys_each_cut_short():
 
 
 def test_inductive_bias_reads_a_returned_list_as_numbers_only():
-    """A thirty-fifth hostile review returned one string of a million characters and 399 empty ones
-    (1 MB sent): ``np.asarray`` pads every string to the longest, 1.6 GB."""
+    """A returned list is read as numbers only: one string of a million characters and 399 empty
+    ones is 1 MB to send, and ``np.asarray`` pads every string to the longest, 1.6 GB."""
     from autograder.checks.inductive_bias import _numbers
 
     actual = failure_message(_numbers, "crops(1, rng)", ["x" * 10, "", ""])
@@ -558,9 +558,10 @@ class _Returned:
 
 
 def test_a_propertys_failing_examples_keep_nothing_the_function_returned():
-    """A thirty-fifth hostile review's functions returned 252 MB on all but the smallest inputs:
-    Hypothesis kept the failing examples' exceptions while it searched and shrank, and with their
-    frames 11 returns (8.3 GB)."""
+    """A property's failing examples keep nothing the student's function returned: a function can
+    return 252 MB on all but the smallest inputs, and the exceptions of the failing examples that
+    Hypothesis keeps while it searches and shrinks would hold, with their frames, 11 returns
+    (8.3 GB)."""
     import gc
     import weakref
 
@@ -568,7 +569,7 @@ def test_a_propertys_failing_examples_keep_nothing_the_function_returned():
 
     alive, most = weakref.WeakSet(), []
 
-    # right on small inputs, as the review's were: Hypothesis searches, then shrinks
+    # right on small inputs only: Hypothesis searches, then shrinks
     def student(n):
         if n <= 100:
             return n
@@ -594,8 +595,8 @@ def test_a_propertys_failing_examples_keep_nothing_the_function_returned():
 
 def test_a_property_whose_failure_does_not_replay_shows_the_first_failure_not_hypothesis_report():
     """A function that fails an input once and passes it when Hypothesis replays it (a call stopped
-    by a limit, then answered) made Hypothesis raise ``FlakyFailure``, whose report (file paths,
-    line numbers) reached students."""
+    by a limit, then answered) fails with its first failure's message: Hypothesis's own report of a
+    ``FlakyFailure`` holds file paths and line numbers, which students must not see."""
     from autograder.checks.properties import INCONSISTENT, given, run_property, st
 
     calls = []
@@ -624,9 +625,9 @@ def test_a_property_whose_failure_does_not_replay_shows_the_first_failure_not_hy
 
 
 def test_once_keeps_a_failures_message_not_what_its_frames_held():
-    """A thirty-sixth hostile review: ``once`` kept each verdict's CheckFailure with its traceback
-    and the exception it was raised while handling, and with their frames what the student's
-    functions returned (about 250 MB a kind) for the rest of the grading."""
+    """``once`` keeps each verdict's message only: the CheckFailure, its traceback and the exception
+    it is raised while handling hold in their frames what the student's functions returned (about
+    250 MB a kind), which would stay alive for the rest of the grading."""
     import gc
     import weakref
 
@@ -837,9 +838,9 @@ def _beside_an_image(kind: str):
 
 @pytest.mark.parametrize("kind", ["scatter", "quiver", "boxplot", "annotation"])
 def test_honest_plots_beside_an_image_are_not_placed_in_pixels(kind):
-    """A twenty-fourth hostile review: a scatter's or a quiver's markers (paths drawn around each
-    offset) and a box plot's empty fliers line counted as placed in screen pixels, which failed
-    every image of the figure."""
+    """A scatter's or a quiver's markers (paths drawn around each offset), a box plot's empty fliers
+    line and an annotation beside an image are not placed in screen pixels and hide nothing: counted
+    as placed in pixels, they would fail every image of an honest figure."""
     import matplotlib.pyplot as plt
 
     from autograder import figure_drawing
@@ -855,9 +856,9 @@ def test_honest_plots_beside_an_image_are_not_placed_in_pixels(kind):
 
 
 def test_text_that_wraps_is_refused_on_the_figure():
-    """A twenty-fourth hostile review: white block characters in a fig.text with wrap=True, one line
-    a row above the images on the full canvas, wrapped anew and run down over them on the cropped
-    one."""
+    """Text that wraps (wrap=True) on the figure is refused: white block characters in a fig.text,
+    one line a row above the images on the full canvas, wrap anew on the cropped canvas and run down
+    over the images."""
     import matplotlib.pyplot as plt
 
     from autograder import figures

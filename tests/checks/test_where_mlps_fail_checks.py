@@ -640,9 +640,9 @@ def _edges_chain_failures(answers, own: dict, fig, carried: dict) -> dict[str, s
 
 
 def test_q3_flipped_edges_cost_q3_2_only(answers, property_calls):
-    """The issue's case: `edges = F.conv2d(x, vertical.flip(-1))`; the later answers computed from
-    it (the moved map compared with it, the padded map's inside, the layer, the figure) are right
-    for the student's edges."""
+    """A filter flipped by mistake, `edges = F.conv2d(x, vertical.flip(-1))`, costs q3_2 only: the
+    later answers computed from it (the moved map compared with it, the padded map's inside, the
+    layer, the figure) are right for the student's edges."""
     x, v, h = answers["x"], answers["vertical"], answers["horizontal"]
     edges = F.conv2d(x, v.flip(-1))
     own = _own_map_answers(x, v, h, edges, F.conv2d(x, h))
@@ -975,30 +975,28 @@ def test_compare_shared_that_is_always_true_fails():
     assert expected in actual, f"expected {expected!r} in the message, got {actual!r}"
 
 
-#: The sixth hostile review's compare_shared variants, each passing the old property test (one
-#: changed last column).
+#: compare_shared variants that do not compare every shared entry with allclose's default
+#: tolerance: each passes a property test that changes one entry of the last column only, and each
+#: must fail.
 COMPARE_SHARED_WRONG = {
     "last_column_only": lambda mm, m, p: torch.allclose(mm[..., -1], m[..., -1 - p]),
     "first_shared_column_dropped": lambda mm, m, p: torch.allclose(mm[..., p + 1 :], m[..., 1:-p]),
     "sums": lambda mm, m, p: torch.allclose(mm[..., p:].sum(), m[..., :-p].sum()),
     "loose_atol": lambda mm, m, p: torch.allclose(mm[..., p:], m[..., :-p], atol=0.5),
     "last_two_columns": lambda mm, m, p: torch.allclose(mm[..., -2:], m[..., -2 - p : -p]),
-    # the tenth review's: tolerances looser than allclose's default, below the 0.01 the test used to
-    # change
+    # tolerances looser than allclose's default, under 0.01: a change of 0.01 does not catch them
     "atol_9e-3": lambda mm, m, p: torch.allclose(mm[..., p:], m[..., :-p], atol=9e-3),
     "rtol_1e-2": lambda mm, m, p: torch.allclose(mm[..., p:], m[..., :-p], rtol=1e-2),
     "max_difference_below_0.0099": lambda mm, m, p: bool(
         (mm[..., p:] - m[..., :-p]).abs().max() < 0.0099
     ),
-    # the eleventh's: a few times allclose's default tolerance, under the 1e-4 the tenth's fix
-    # changed
+    # a few times allclose's default tolerance, under 1e-4: a change of 1e-4 does not catch them
     "atol_6e-5": lambda mm, m, p: torch.allclose(mm[..., p:], m[..., :-p], atol=6e-5),
     "rtol_3e-5": lambda mm, m, p: torch.allclose(mm[..., p:], m[..., :-p], rtol=3e-5),
     "max_difference_below_9e-5": lambda mm, m, p: bool(
         (mm[..., p:] - m[..., :-p]).abs().max() < 9e-5
     ),
-    # the thirteenth's: stricter than the question's torch.allclose, which accepts a difference
-    # inside its tolerance
+    # stricter than the question's torch.allclose, which accepts a difference inside its tolerance
     "torch_equal": lambda mm, m, p: torch.equal(mm[..., p:], m[..., :-p]),
     "allclose_without_tolerance": lambda mm, m, p: torch.allclose(
         mm[..., p:], m[..., :-p], rtol=0.0, atol=0.0
@@ -1078,8 +1076,8 @@ def _peak_of_the_first_map(m):
 
 
 def test_peak_rounded_to_three_decimals_fails():
-    """The ninth hostile review: maps of multiples of 1/4 hid a peak that rounds to 3 decimals, not
-    4."""
+    """A peak rounded to 3 decimals, not 4, fails: on maps of multiples of 1/4 the two roundings
+    agree, so every value the property draws has a fourth decimal."""
 
     def peak(m):
         width = m.shape[-1]
@@ -1105,8 +1103,8 @@ def test_peak_rounded_to_three_decimals_fails():
     ids=["slide", "peak"],
 )
 def test_functions_must_take_any_leading_shape_the_question_allows(check, wrong):
-    """The eighth hostile review: right on (N, 1, H, W) only, where the questions say (..., W) and
-    (..., H, W)."""
+    """Functions right on (N, 1, H, W) only fail: the questions say (..., W) and (..., H, W), and
+    the properties draw other leading shapes."""
     actual = failure_message(check, wrong)
     name = "slide" if check is checks.check_slide_function else "peak"
     assert actual.startswith(f"`{name}(") and ("tensor (" in actual or "of shape (" in actual), (
@@ -1171,9 +1169,9 @@ def test_q3_6_maps_on_separate_scales_fail(answers, figure_factory):
 
 @pytest.mark.parametrize("limit, passes", [(1e6, False), (0.5, False), ("horizontal", True)])
 def test_q3_6_colour_limit_is_the_maps_own(answers, figure_factory, limit, passes):
-    """The sixth hostile review: vmax = 1e6 (both maps flat grey) passed; a limit below the vertical
-    map's largest absolute value fails, and one taken from the larger of the two maps is
-    accepted."""
+    """The colour limit is the maps' own: vmax = 1e6 draws both maps flat grey and fails, a limit
+    below the vertical map's largest absolute value fails, and one taken from the larger of the two
+    maps is accepted."""
     x, vertical, horizontal = answers["x"], answers["vertical"], answers["horizontal"]
     if limit == "horizontal":
         limit = max(
@@ -1235,9 +1233,9 @@ def _laid_out(x, vertical, horizontal, how: str):
 
 @pytest.mark.parametrize("crossed", [False, True], ids=["in_process", "crossed"])
 def test_q3_6_subfigures_fail_saying_so_and_nested_gridspecs_pass(answers, crossed):
-    """Session 8's review: an Axes of ``fig.subfigures`` has the subfigure as its ``.figure``, which
-    has no size, and the direct check raised AttributeError. Subfigures are refused with a message
-    of their own; the same layout as a nested gridspec passes."""
+    """Subfigures are refused with a message of their own: an Axes of ``fig.subfigures`` has the
+    subfigure as its ``.figure``, which has no size, and reading it as the figure would raise
+    AttributeError. The same layout as a nested gridspec passes."""
     x, vertical, horizontal = answers["x"], answers["vertical"], answers["horizontal"]
     subfigures, nested = (
         _laid_out(x, vertical, horizontal, "subfigures"),
@@ -1266,10 +1264,10 @@ def test_q3_6_subfigures_fail_saying_so_and_nested_gridspecs_pass(answers, cross
     ],
 )
 def test_q3_6_hidden_axes_count_only_with_an_image(answers, crossed, how, expected):
-    """Session 9's notes: ``ImageGrid`` was refused for its hidden colour-bar Axes ("`fig` holds 6
-    Axes"). A hidden Axes that holds no image draws nothing and is not counted; one that holds an
-    image still is. (An ImageGrid's row shares its y axis, which crops the 28-pixel trousers to the
-    maps' 26: refused for that.)"""
+    """A hidden Axes that holds no image draws nothing and is not counted; one that holds an image
+    is. So ``ImageGrid``'s hidden colour-bar Axes do not make "`fig` holds 6 Axes"; an ImageGrid's
+    row shares its y axis, which crops the 28-pixel trousers to the maps' 26, and is refused for
+    that."""
     x, vertical, horizontal = answers["x"], answers["vertical"], answers["horizontal"]
     fig = _laid_out(x, vertical, horizontal, how)
     try:
@@ -1299,8 +1297,7 @@ def test_q3_6_maps_in_the_wrong_order_fail(answers):
 
 
 def _tampered(fig, how: str):
-    """The eleventh hostile review's edges.png: right by its arrays and colour limits, wrong on the
-    page."""
+    """edges.png right by its arrays and colour limits, wrong on the page."""
     from matplotlib.colors import TwoSlopeNorm
 
     vertical_map, horizontal_map = fig.axes[1].images[0], fig.axes[2].images[0]
@@ -1341,8 +1338,8 @@ def _crossed(fig):
 
 
 def _drawn_otherwise(fig, how: str):
-    """The thirteenth hostile review's edges.png (and honest variants): each changes how the figure
-    draws its images, never their arrays."""
+    """edges.png drawn otherwise (and honest variants): each changes how the figure draws its
+    images, never their arrays."""
     import numpy as np
     from matplotlib.colors import CenteredNorm, ListedColormap, TwoSlopeNorm
     from matplotlib.patches import Rectangle
@@ -1358,7 +1355,7 @@ def _drawn_otherwise(fig, how: str):
         trousers.set_clim(0.97, 1.0)
     elif how == "white_map_of_your_own":
         vertical_map.set_cmap(ListedColormap(["white"]))
-    # review twenty-two: black, and navy at 0.16 for the top 11 % of values
+    # black, and navy at 0.16 for the top 11 % of values
     elif how == "dim_map_of_your_own":
         values = np.asarray(trousers.get_array())
         top = float(np.quantile(values, 0.89))
@@ -1396,7 +1393,7 @@ def _drawn_otherwise(fig, how: str):
             shown.set_cmap(
                 ListedColormap(plt.get_cmap("RdBu_r")(np.linspace(0, 1, 256)), name="mine")
             )
-    # the nineteenth review's: caught only by drawing the figure
+    # caught only by drawing the figure
     elif how == "figure_filtered_white":
         fig.set_agg_filter(lambda image, dpi: (np.ones_like(image), 0, 0))
     elif how == "maps_axes_animated":
@@ -1485,8 +1482,7 @@ def test_q3_6_drawn_so_that_it_shows_something_else_fails_in_the_notebook_and_cr
 
 
 def _faint(fig):
-    """The twenty-ninth hostile review's: after every draw, each pixel keeps its colour and is 1/255
-    opaque."""
+    """After every draw, each pixel keeps its colour and is made 1/255 opaque."""
 
     def faint(event):
         np.asarray(event.renderer.buffer_rgba())[..., 3] = 1
@@ -1514,17 +1510,17 @@ def _faint(fig):
             "padded_by_30_inches",
             "the figure holding `fig.axes[0]` is shown with 30 inches around its contents",
         ),
-        # a thirtieth review's: a white dot 40 figure widths away, so Jupyter's cropped display,
-        # fitted to the page, showed the images 6 pixels tall
+        # a white dot 40 figure widths away: Jupyter's display, cropped to the contents and fitted
+        # to the page, shows the images 6 pixels tall
         ("a_dot_40_figure_widths_away", "the figure holding `fig.axes[0]` has contents reaching 4"),
         ("a_title_of_110_characters", None),  # honest: it reaches 1.7 inches past the edge
     ],
 )
 def test_q3_6_a_figure_shown_see_through_or_cropped_fails(answers, figure_factory, how, expected):
-    """A twenty-ninth hostile review: a filter on the figure, or a draw event's code, that kept
-    every pixel's colour and made it 1/255 opaque (Jupyter showed the page behind it), and
-    ``savefig.pad_inches`` of -1.45, which cropped Jupyter's display to a strip 7 pixels tall; each
-    passed at full marks."""
+    """A figure shown see-through or cropped fails, in the notebook and crossed: a filter on the
+    figure, or a draw event's code, that keeps every pixel's colour and makes it 1/255 opaque
+    (Jupyter shows the page behind it), and ``savefig.pad_inches`` of -1.45, which crops Jupyter's
+    display to a strip 7 pixels tall, leave the arrays and limits right and show nothing."""
     x, vertical, horizontal = answers["x"], answers["vertical"], answers["horizontal"]
     fig = figure_factory(x, vertical, horizontal)
     pad = {"cropped_by_a_negative_pad": -1.45, "padded_by_30_inches": 30}.get(how, 0.1)
@@ -1561,9 +1557,9 @@ def test_q3_6_a_figure_shown_see_through_or_cropped_fails(answers, figure_factor
 
 @pytest.mark.parametrize("how", ["see_through_at_each_draw", "cropped_by_a_negative_pad"])
 def test_the_draws_read_each_pixels_alpha_and_count_cells_cut_away(answers, figure_factory, how):
-    """The draws themselves, whatever other check refuses these figures first: a pixel 1/255 opaque
-    shows no colour (it was read without its alpha), and a cell cropped off Jupyter's canvas is not
-    shown (it was not counted)."""
+    """The draws themselves, whatever other check refuses these figures first: each pixel is read
+    with its alpha, so one 1/255 opaque shows no colour, and a cell cropped off Jupyter's canvas
+    counts as not shown."""
     from autograder import figure_drawing
 
     fig = figure_factory(answers["x"], answers["vertical"], answers["horizontal"])
@@ -1584,10 +1580,10 @@ def test_the_draws_read_each_pixels_alpha_and_count_cells_cut_away(answers, figu
 def test_q3_6_an_image_whose_problems_did_not_cross_fails_and_the_judge_never_draws(
     answers, figure_factory, monkeypatch, left_out
 ):
-    """A thirty-third hostile review left its images' problems out of the figure's description, so
-    the judge drew the rebuild itself, and chose images whose draws cost it 12 s and 2 GB each. Left
-    out (or sent as anything but a short list of sentences), the image is not shown, and nothing is
-    drawn."""
+    """An image whose problems did not cross is not shown, and the judge draws nothing: a
+    description that leaves its images' problems out (or sends them as anything but a short list of
+    sentences) would otherwise have the judge draw the rebuild itself, on images a submission can
+    choose so that each draw costs 12 s and 2 GB."""
     from autograder import encoding, figure_drawing, figure_wire, tensor_payload
 
     x, vertical, horizontal = answers["x"], answers["vertical"], answers["horizontal"]

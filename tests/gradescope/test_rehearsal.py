@@ -425,10 +425,10 @@ def test_rehearsal_takes_points_off_a_wrong_submission(gs_build, tmp_path):
 
 @pytest.mark.grading
 def test_rehearsal_of_a_broken_setup_fails_as_gradescope_would(gs_build, tmp_path, capsys):
-    """Issue 25: hidden tests that could not import their checks scored the solution 0/31 and the
-    rehearsal said "valid Gradescope results". The judge leaves no results.json (Gradescope then
-    marks the run failed and tells the student to contact staff); the rehearsal reports a grading
-    error and exits 3."""
+    """A broken setup fails the rehearsal as it fails on Gradescope: when hidden tests cannot import
+    their checks, the judge leaves no results.json (Gradescope then marks the run failed and tells
+    the student to contact staff), and the rehearsal reports a grading error and exits 3, rather
+    than call a solution scored 0/31 "valid Gradescope results"."""
     from autograder.gradescope import main
 
     broken = tmp_path / "broken.zip"
@@ -1172,10 +1172,10 @@ K8S_JOB = REPO / "docker" / "k8s-grading-job.yaml"
 
 
 def test_k8s_job_mounts_only_the_pods_own_submission_and_results():
-    """A twenty-fifth hostile review: the Job mounted the whole grading volume at ``/data`` in every
-    pod, so a submission (student code runs in the pod) read a classmate's notebook from
-    ``/data/submissions`` and ran it as its own, 31/31 for an empty notebook. Each pod now mounts
-    its own two folders, by completion index."""
+    """Each pod mounts only its own two folders, by completion index: with the whole grading volume
+    mounted at ``/data`` in every pod, a submission (student code runs in the pod) could read a
+    classmate's notebook from ``/data/submissions`` and run it as its own, 31/31 for an empty
+    notebook."""
     import yaml
 
     job = yaml.safe_load(K8S_JOB.read_text())
@@ -1242,8 +1242,8 @@ def test_k8s_job_script_copies_the_submission_in_and_the_results_out(tmp_path):
 
 
 def test_a_rebuild_keeps_the_graded_results_and_replaces_the_rest(tmp_path):
-    """A newcomer's walkthrough: ``build`` removed ``build/NAME/`` whole, and with it ``graded/``,
-    where ``grade`` writes by default (the demo's results)."""
+    """A rebuild keeps ``build/NAME/graded/``, where ``grade`` writes by default (the demo's
+    results), and replaces the rest of ``build/NAME/``."""
     from autograder.build import GRADED_FOLDER, _clear_build
 
     out = tmp_path / "where_mlps_fail"

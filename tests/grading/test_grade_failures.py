@@ -172,8 +172,7 @@ def test_question_scores_of_results_without_tests_is_empty(results):
         ("alice.ipynb", "alice"),
         ("bob.v2.zip", "bob.v2"),
         ("README", "README"),
-        # a twenty-second hostile review: ".." and "." named the batch's folder's parent and the
-        # folder itself
+        # ".." and "." would name the batch's folder's parent and the folder itself
         ("...ipynb", "__"),
         ("..ipynb", "_"),
         (".ipynb", "_"),
@@ -191,14 +190,14 @@ def test_submission_label_drops_the_extension(name, expected):
         (["a/x.ipynb", "b/x.ipynb", "c/x-2.ipynb"], ["x", "x-2", "x-2-2"]),
         (["a/x-2.ipynb", "b/x.ipynb", "c/x.ipynb"], ["x-2", "x", "x-3"]),
         (["a/x.ipynb", "b/x.zip", "c/y.ipynb"], ["x", "x-2", "y"]),
-        # a twenty-second hostile review: a folder named scores.csv stopped the batch's table being
-        # written
+        # a folder named scores.csv would stop the batch's table being written
         (["a/scores.csv.ipynb", "b/scores.ipynb"], ["scores.csv-2", "scores"]),
     ],
 )
 def test_batch_labels_are_distinct_even_when_a_file_name_looks_like_a_suffix(paths, expected):
-    """A nineteenth hostile review: a/x, b/x and c/x-2 were labelled x, x-2 and x-2, and one results
-    folder overwrote the other."""
+    """Labels in a batch are distinct, even where a file name looks like the suffix another label
+    gets: labelled x, x-2 and x-2, a/x, b/x and c/x-2 would have one results folder overwrite the
+    other."""
     actual = batch_labels([Path("/subs") / p for p in paths])
     assert actual == expected, f"batch_labels({paths}): expected {expected}, got {actual}"
 
@@ -344,8 +343,9 @@ def test_grade_many_labels_duplicates_and_writes_the_csv(dummy_zip, tmp_path):
 def test_grade_many_keeps_every_output_inside_its_folder_whatever_the_file_names(
     dummy_zip, tmp_path
 ):
-    """A twenty-second hostile review: ``scores.csv.ipynb`` made a folder where the table goes (the
-    batch ended in a traceback), and ``...ipynb`` wrote its results beside the batch's folder."""
+    """Every output stays inside the batch's folder, whatever the file names: ``scores.csv.ipynb``
+    is labelled so that its folder is not where the table goes (which would end the batch in a
+    traceback), and ``...ipynb`` writes nothing beside the batch's folder."""
     submissions = [tmp_path / "subs" / name for name in ("scores.csv.ipynb", "...ipynb", "..ipynb")]
     out = tmp_path / "batch" / "graded"
     grade_many(dummy_zip, submissions, out, jobs=1, progress=False)
@@ -365,8 +365,8 @@ def test_grade_many_keeps_every_output_inside_its_folder_whatever_the_file_names
 def test_grade_many_logs_one_line_per_submission_when_stderr_is_not_a_terminal(
     dummy_zip, tmp_path, capsys
 ):
-    """Session 8's newcomer read tqdm's carriage returns in the demo's log file: a log gets plain
-    lines."""
+    """When stderr is not a terminal (a log file), progress is plain lines, one a submission: tqdm's
+    carriage returns make a log hard to read."""
     submissions = [tmp_path / "a" / "hw.ipynb", tmp_path / "b" / "hw.ipynb"]
     grade_many(dummy_zip, submissions, tmp_path / "graded", jobs=1, progress=True)
     actual = capsys.readouterr().err
@@ -376,9 +376,9 @@ def test_grade_many_logs_one_line_per_submission_when_stderr_is_not_a_terminal(
 
 
 def test_a_batch_with_nothing_graded_is_out_of_the_assignments_points(tmp_path):
-    """Session 15's walkthrough: a batch none of whose submissions could be graded showed "0", not
-    out of what; the points come from the autograder zip's test files (``tests/*.py``, as Otter
-    writes them)."""
+    """A batch none of whose submissions could be graded shows each score out of the assignment's
+    points, not a bare "0": the points come from the autograder zip's test files (``tests/*.py``, as
+    Otter writes them)."""
     autograder_zip = tmp_path / "autograder.zip"
     with zipfile.ZipFile(autograder_zip, "w") as z:
         z.writestr("tests/q1.py", "OK_FORMAT = True\npoints = 2\ntest = {}\n")
@@ -424,8 +424,8 @@ def test_real_autograder_non_json_notebook_scores_zero(
     actual = grade_one(built_where_mlps_fail.autograder_zip, not_a_notebook, out, timeout=120)
     assert actual.error is not None, "a file that is not a notebook should not count as graded"
     # the judge (the default runner) reads the notebook itself and says why it refused it
-    # the reason alone: the table prints it after "not graded: " (a newcomer read "not graded: This
-    # submission could not be graded: ...")
+    # the reason alone: the table prints it after "not graded: " (not "not graded: This submission
+    # could not be graded: ...")
     assert actual.error.startswith("not_json.ipynb is not a valid notebook"), (
         f"unexpected error {actual.error!r}"
     )
@@ -636,7 +636,8 @@ def test_grade_cli_refuses_limits_with_the_otter_runner(capsys):
 
 
 def test_grade_cli_refuses_a_pattern_that_matched_nothing(tmp_path, capsys):
-    """A newcomer's `grade NAME nosuch/*.ipynb --out X` wrote a results folder named `*` (a trap for
+    """A pattern that matched nothing, as in `grade NAME nosuch/*.ipynb --out X`, is refused and
+    nothing is written: taken as a file name, it would give a results folder named `*` (a trap for
     `rm X/*`)."""
     from autograder.cli import main
 
@@ -795,7 +796,7 @@ def test_a_failure_reason_names_the_original_file_not_the_copy(
         (["where_mlps_fail.ipynb", "notes.txt", ".hidden.ipynb"], "where_mlps_fail.ipynb"),
         (["where_mlps_fail.zip"], "where_mlps_fail.zip"),
         (["draft.zip", "where_mlps_fail.ipynb"], "where_mlps_fail.ipynb"),
-        # a twenty-sixth review: Gradescope unpacks an uploaded zip, which may hold a folder
+        # Gradescope unpacks an uploaded zip, which may hold a folder
         (
             [
                 "lab3/where_mlps_fail.ipynb",
@@ -819,8 +820,8 @@ def test_a_failure_reason_names_the_original_file_not_the_copy(
 def test_a_folder_per_student_is_graded_by_its_notebook(
     files, graded, dummy_zip, tmp_path, monkeypatch
 ):
-    """A newcomer's walkthrough: Gradescope's "Export Submissions" gives one folder per student, as
-    the README says, but ``grade`` refused a folder ("does not exist or is not a file")."""
+    """A folder per student, as Gradescope's "Export Submissions" gives them (the README says so),
+    is graded by the notebook it holds."""
     folder = tmp_path / "export" / "submission_1234"
     folder.mkdir(parents=True)
     for name in files:
@@ -1009,8 +1010,9 @@ answer = 42'''
     os.geteuid() != 0, reason="only grading as root runs student code as another user"
 )
 def test_grading_as_root_makes_submissions_and_results_unreadable_to_other_users(tmp_path):
-    """The newcomer's finding: student code (another user) could list and read the batch's other
-    submissions."""
+    """Grading as root makes the batch's submissions and results unreadable to other users, so
+    student code (run as another user) cannot list or read the batch's other submissions; the modes
+    are given back after the batch."""
     from autograder.staging import protect_inputs, restore_modes
 
     subs = tmp_path / "subs"
@@ -1064,9 +1066,9 @@ def test_grading_as_root_makes_submissions_and_results_unreadable_to_other_users
     os.geteuid() != 0, reason="only grading as root runs student code as another user"
 )
 def test_a_folder_on_the_way_to_the_interpreter_stays_traversable(tmp_path, monkeypatch):
-    """A newcomer graded a notebook kept in the repository's root as root: the root became 0700, the
-    sandbox user could no longer reach the interpreter in ``.venv/``, and every later grading
-    failed."""
+    """A folder on the way to the interpreter keeps others' right to pass through it (0711): grading
+    as root a notebook kept in the repository's root would otherwise make the root 0700, where the
+    sandbox user cannot reach the interpreter in ``.venv/``, and every later grading would fail."""
     from autograder import grade as grade_module
     from autograder.staging import protect_inputs, restore_modes
 
@@ -1114,8 +1116,8 @@ def test_a_notebook_larger_than_the_grader_reads_is_refused_saying_how_large(tmp
 
 
 def test_a_zip_that_unpacks_to_more_than_the_grader_reads_is_refused_unread(tmp_path):
-    """A nineteenth hostile review: a zip of 153 KB took the judge (root, no memory limit) to 820
-    MB."""
+    """A zip that unpacks to more than the grader reads is refused unread: a zip of 153 KB can take
+    the judge (root, no memory limit) to 820 MB."""
     from autograder.submission import MAX_NOTEBOOK_BYTES, SubmissionError, load_submission
 
     bomb, honest = tmp_path / "bomb.zip", tmp_path / "honest.zip"
@@ -1133,9 +1135,9 @@ def test_a_zip_that_unpacks_to_more_than_the_grader_reads_is_refused_unread(tmp_
 
 
 def test_a_grading_past_its_timeout_is_asked_to_stop_before_it_is_killed(tmp_path, monkeypatch):
-    """A twenty-sixth hostile review: ``grade``'s timeout killed the judge at once
-    (``subprocess.run``), so it left its working folders, with the submission in them, behind. It
-    now gets SIGTERM and a grace period."""
+    """A grading past ``grade``'s timeout gets SIGTERM and a grace period before it is killed: a
+    judge killed at once (as ``subprocess.run`` kills it) leaves its working folders, with the
+    submission in them, behind."""
     marker = tmp_path / "asked"
     polite = (
         "import pathlib, signal, sys, time\n"
@@ -1177,11 +1179,11 @@ def test_a_grading_past_its_timeout_is_asked_to_stop_before_it_is_killed(tmp_pat
 def test_working_folders_are_made_where_no_student_lists_them_and_abandoned_ones_removed(
     monkeypatch, tmp_path
 ):
-    """A twenty-sixth hostile review: a judge killed from outside left its student folder in
-    ``/tmp``, owned by ``nobody``, and a later student run as ``nobody`` found it and ran the
-    notebook in it as its own (31/31 for a blank notebook). Working folders are made in a folder
-    only root may list (mode 0711), and a folder whose judge has ended is removed by the next
-    grading, however deep it is."""
+    """Working folders are made in a folder only root may list (mode 0711), and a folder whose judge
+    has ended is removed by the next grading, however deep it is: a student folder in ``/tmp``,
+    owned by ``nobody`` and left behind by a judge killed from outside, could be found by a later
+    student run as ``nobody``, who would run the notebook in it as its own (31/31 for a blank
+    notebook)."""
     from autograder import sandbox_user, work_folders
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
@@ -1246,8 +1248,9 @@ def test_working_folders_are_made_where_no_student_lists_them_and_abandoned_ones
 
 
 def test_remove_tree_removes_a_chain_too_deep_for_shutil(tmp_path):
-    """``shutil.rmtree`` recurses, and a student's chain of 1,500 folders in its working folder
-    stopped it (``RecursionError``) after the results were decided."""
+    """``remove_tree`` removes a chain of folders too deep for ``shutil.rmtree``, which recurses: a
+    student's chain of 1,500 folders in its working folder stops it (``RecursionError``) after the
+    results are decided."""
     from autograder import removal
 
     top = tmp_path / "submission"
@@ -1269,9 +1272,9 @@ def test_remove_tree_removes_a_chain_too_deep_for_shutil(tmp_path):
 def test_a_judge_stopped_from_outside_leaves_no_student_process_or_working_folder(
     built_where_mlps_fail, tmp_path
 ):
-    """A twenty-sixth hostile review: a judge killed at ``grade``'s timeout left the student's
-    working folder, with its notebook, for the next student to read. Sent SIGTERM (as ``grade`` now
-    does first), the judge stops the student's processes and removes its working folders."""
+    """Sent SIGTERM (as ``grade`` sends it first at its timeout), the judge stops the student's
+    processes and removes its working folders: the student's working folder, with its notebook, is
+    not left for the next student to read."""
     import nbformat
 
     from autograder import process_tree, work_folders
@@ -1333,7 +1336,8 @@ def test_a_judge_stopped_from_outside_leaves_no_student_process_or_working_folde
 
 
 def test_a_notebook_or_zip_is_read_whatever_the_case_of_its_suffix(tmp_path):
-    """Windows may save ``Lab.IPYNB``; it was refused as "not a notebook" and scored 0."""
+    """Windows may save ``Lab.IPYNB``: a notebook or a zip is read whatever the case of its suffix,
+    not refused as "not a notebook" and scored 0."""
     from autograder.submission import find_gradescope_submission, load_submission
 
     notebook = tmp_path / "submission" / "Lab.IPYNB"
@@ -1355,9 +1359,9 @@ def test_a_notebook_or_zip_is_read_whatever_the_case_of_its_suffix(tmp_path):
 def test_the_results_are_written_before_what_the_student_left_is_removed(
     tiny_zip, tmp_path, monkeypatch
 ):
-    """A twenty-eighth hostile review: a million folders in the working folder held the judge in its
-    removal, past the deadline, and the grading was stopped from outside with no results written.
-    The results are now written first, and the working folders removed after."""
+    """The results are written before the working folders are removed: a million folders left behind
+    take the removal past the deadline, and a grading stopped from outside then still has its
+    results."""
     from autograder import judge
 
     results_path = tmp_path / "out" / "results.json"
@@ -1378,9 +1382,9 @@ def test_the_results_are_written_before_what_the_student_left_is_removed(
 
 
 def test_results_written_before_the_timeout_are_kept(dummy_zip, tmp_path, monkeypatch):
-    """A twenty-ninth review: the judge wrote its results and was then stopped at ``grade``'s
-    timeout while it removed what the submission left; ``grade`` threw the results away ("grading
-    took longer than...")."""
+    """Results the judge wrote before it was stopped at ``grade``'s timeout (while it removed what
+    the submission left) are kept, and the output says the grading was stopped after writing them;
+    only a judge that wrote none gives "grading took longer than..."."""
 
     def written_then_stopped(command, cwd, timeout, env, **kwargs):
         Path(command[5]).write_text(json.dumps(OTTER_RESULTS))
@@ -1427,11 +1431,11 @@ while time.monotonic() < end:
 def test_a_student_graded_as_nobody_cannot_stop_the_next_gradings_check_of_its_user(
     tiny_zip, tmp_path, monkeypatch
 ):
-    """A code review: with ``grade --jobs 2``, a student graded as ``nobody`` (sandbox slot 0)
-    killed every process of ``nobody``, among them the next grading's check that ``nobody`` can run
-    Python, which the judge made before claiming a slot; that honest submission got 0 ("cannot run
-    ..."). Each slot's user is now checked once its slot is held, so the neighbour's check runs as a
-    uid the student cannot signal."""
+    """Each slot's user is checked once its slot is held, so the check that it can run Python runs
+    as a uid the student graded beside it cannot signal: with ``grade --jobs 2``, a student graded
+    as ``nobody`` (sandbox slot 0) can kill every process of ``nobody``, and a check run as
+    ``nobody`` before a slot is claimed would be among them, scoring an honest submission 0 ("cannot
+    run ...")."""
     import pwd
 
     from autograder import judge, leftovers, sandbox_user
@@ -1562,9 +1566,8 @@ def unbuilt_where_mlps_fail(tmp_path_factory):
 def test_hidden_tests_that_cannot_import_their_checks_are_a_grading_error_not_a_zero(
     unbuilt_where_mlps_fail, tmp_path, monkeypatch, capsys
 ):
-    """Issue 25: a grading setup whose hidden tests could not import their checks scored the
-    lesson's solution 0/31, and `grade` exited 0. The grading error is found before the notebook
-    runs."""
+    """Hidden tests that cannot import their checks are a grading error, found before the notebook
+    runs: scored as a zero, the lesson's solution would get 0/31, and `grade` would exit 0."""
     build_root = tmp_path / "build"
     _broken_copy(
         unbuilt_where_mlps_fail.autograder_zip,
@@ -1627,9 +1630,9 @@ def test_what_the_students_code_raises_stays_the_students_and_no_hidden_source_i
     tmp_path, monkeypatch, capsys
 ):
     """The student's own ImportError (raised in the student's process, through a call of its
-    function) loses the question's points: it is not a grading error. Issue 25: failed hidden
-    results quoted the hidden test's source line ('Error at line 16 in test q1_1:
-    check_q1_1(...)')."""
+    function) loses the question's points: it is not a grading error. Failed hidden results do
+    not quote the hidden test's source line (as 'Error at line 16 in test q1_1: check_q1_1(...)'
+    would)."""
     build_root = tmp_path / "build"
     _zip_with_tests(
         build_root / "where_mlps_fail" / "autograder.zip",
@@ -1672,8 +1675,8 @@ def test_what_the_students_code_raises_stays_the_students_and_no_hidden_source_i
 
 @pytest.mark.grading
 def test_another_assignments_notebook_is_refused_naming_both(tmp_path, monkeypatch, capsys):
-    """Issue 25: the inductive_bias notebook (its metadata says so) graded as where_mlps_fail: a
-    silent 0/31."""
+    """Another assignment's notebook (its metadata says which) is refused, naming both assignments:
+    the inductive_bias notebook graded as where_mlps_fail would get a silent 0/31."""
     build_root = tmp_path / "build"
     _zip_with_tests(build_root / "where_mlps_fail" / "autograder.zip", {"q1.py": TINY_TEST})
     other = (
@@ -1721,10 +1724,10 @@ def test_an_autograder_zip_of_another_assignment_is_a_grading_error(tmp_path, mo
     reason="needs root, to run grade without the right to read every file (setpriv)",
 )
 def test_an_unreadable_or_vanished_submission_gets_its_results_and_row(tmp_path):
-    """Issue 25: an unreadable submission path crashed grade with a PermissionError traceback from
-    the command line's pattern check, and no results file. ``grade`` runs here as root without its
-    right to read any file (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH), as a grader's own account
-    would."""
+    """An unreadable or vanished submission gets its results file and its row saying why, not a
+    PermissionError traceback from the command line's pattern check. ``grade`` runs here as root
+    without its right to read any file (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH), as a grader's own
+    account would."""
     build_root = tmp_path / "build"
     _zip_with_tests(build_root / "where_mlps_fail" / "autograder.zip", {"q1.py": TINY_TEST})
     locked = tmp_path / "locked"
@@ -1801,9 +1804,9 @@ def test_private_folders_get_their_modes_back_when_the_last_grading_ends(tmp_pat
     os.geteuid() != 0, reason="only grading as root locks the installation's private folders"
 )
 def test_grading_as_root_gives_the_repository_its_modes_back(tmp_path, monkeypatch, capsys):
-    """Issue 25: grading as root left build/, docs/, tests/, assignments/ and others at 0750 for
-    good. They are unreadable to the student while it runs (the notebook looks), and as they were
-    after."""
+    """Grading as root makes build/, docs/, tests/, assignments/ and the other private folders
+    unreadable to the student while it runs (the notebook looks), and gives them back their modes
+    after, rather than leave them at 0750 for good."""
     from autograder.judge import PRIVATE_DIRS, REPO
 
     build_root = tmp_path / "build"

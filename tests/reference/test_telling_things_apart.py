@@ -402,9 +402,8 @@ def test_reference_answers_pass_every_check(answers, model):
 
 
 def test_untrained_loss_with_the_test_digits_in_fails(answers, split):
-    # A thirteenth hostile review: the untrained loss over all 10,000 digits is 3.6e-5 from the
-    # 8,000's and passed the old tolerance of 1e-4. The honest ways agree within 1.3e-6
-    # (UNTRAINED_TOL's comment).
+    # The untrained loss over all 10,000 digits is 3.6e-5 from the 8,000's, which a tolerance of
+    # 1e-4 would pass; the honest ways agree within 1.3e-6 (UNTRAINED_TOL's comment).
     with torch.random.fork_rng(devices=[]):
         untrained = ref.mlp()
     with torch.no_grad():
@@ -466,9 +465,9 @@ def test_other_stable_softmaxes_pass(alternative):
 
 
 def test_a_softmax_subtracting_the_batchs_largest_score_fails():
-    """The eighth hostile review: the batch's maximum instead of each vector's, as the question
-    asks. Right for a batch of similar scores; a row a thousand below the batch's largest score
-    underflows to 0 / 0."""
+    """Subtracting the batch's largest score instead of each vector's (as the question asks) fails:
+    right for a batch of similar scores, it underflows to 0 / 0 for a row a thousand below the
+    batch's largest score."""
     with pytest.raises(CheckFailure, match="scores in the hundreds or thousands"):
         checks.check_softmax_function(_softmax_global_max)
 
@@ -479,7 +478,7 @@ WRONG_SOFTMAX = {
         torch.exp(x / temperature) / torch.exp(x / temperature).sum(-1, keepdim=True)
     ),
     "temperature multiplied": lambda x, temperature=1.0: torch.softmax(x * temperature, dim=-1),
-    # the twelfth hostile review's: the last axis of (C,) and (N, C) only
+    # the last axis of (C,) and (N, C) only
     "over dim 1 for any batch": lambda x, temperature=1.0: torch.softmax(
         x / temperature, dim=1 if x.dim() > 1 else 0
     ),
@@ -574,7 +573,7 @@ WRONG_FGSM = {
     "no sign": (_fgsm(lambda x, g, e: (x + e * g).clamp(0, 1)), "sign"),
     "no clamp": (_fgsm(lambda x, g, e: x + e * g.sign()), r"\[0, 1\]"),
     "downhill": (_fgsm(lambda x, g, e: (x - e * g.sign()).clamp(0, 1)), "other way"),
-    # the sixth hostile review: the loss against the predicted class, `label` ignored
+    # the loss against the predicted class, `label` ignored
     "prediction for label": (
         _fgsm_against_the_prediction,
         "not against the class the model predicts",
@@ -606,10 +605,9 @@ def test_training_on_the_test_digits_fails_q4(answers, split):
 
 def _trained_otherwise(split, kind: str, threads: int = 1):
     """``mlp()`` trained by the recipe with one change: ``"recipe"`` (none), ``"loader"`` (a
-    shuffling DataLoader with generator=order, accepted), and the tenth hostile review's
-    ``"momentum"`` (SGD at 0.01 with momentum 0.9), ``"test_leak"`` (500 test digits added to the
-    training set), ``"weight_decay"`` (5e-4), ``"batches_of_33"``. Returns ``(model,
-    train_losses)``."""
+    shuffling DataLoader with generator=order, accepted), ``"momentum"`` (SGD at 0.01 with momentum
+    0.9), ``"test_leak"`` (500 test digits added to the training set), ``"weight_decay"`` (5e-4),
+    ``"batches_of_33"``. Returns ``(model, train_losses)``."""
     images, labels = split[0], split[1]
     if kind == "test_leak":
         images, labels = torch.cat([images, split[2][:500]]), torch.cat([labels, split[3][:500]])
@@ -666,8 +664,8 @@ def _trained_otherwise(split, kind: str, threads: int = 1):
 def test_q4_takes_the_recipes_network_at_any_thread_count_and_nothing_else(
     split, kind, threads, failure
 ):
-    """The bands let a tenth hostile review's momentum and 500 leaked test digits through; the
-    weights do not."""
+    """q4 takes the recipe's network by its weights: SGD with momentum, and 500 test digits leaked
+    into the training set, stay within the bands, but not within the weights."""
     model, losses = _trained_otherwise(split, kind, threads)
     train, test = ref.accuracy(model, split[0], split[1]), ref.accuracy(model, split[2], split[3])
     try:

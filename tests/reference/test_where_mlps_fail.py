@@ -958,7 +958,7 @@ def test_answers_at_one_thread_equal_two_threads(answers):
 
 
 #: Retrained on CPU kernels other than those the committed weights were trained with (AVX-512 on
-#: session 9's Xeon), the linear model lands within float32 rounding of the committed one (4e-7
+#: an Intel Xeon), the linear model lands within float32 rounding of the committed one (4e-7
 #: there: a convex problem), while the network's rounding differences grow over five epochs of Adam
 #: into another network of the same recipe (weights up to 0.2 apart, test accuracy 0.8711 against
 #: 0.8706). So bit-for-bit reproduction is asserted where the linear model comes back bit for bit
@@ -1012,9 +1012,9 @@ def test_retraining_reproduces_the_committed_weights(tmp_path):
 
 def test_the_committed_weights_print_the_lessons_numbers(models, data, answers):
     """Lesson 4.5.2's recipe at eight threads (``autograder.training``): the lesson's own weight
-    files, so the notebook's texts can quote the lesson's numbers (issue 25: the earlier files
-    printed 0.4162 at two pixels where the lesson prints 0.4554). Exact on the CPU kernels the files
-    were trained with (this project's x86 machine); a band would hide a retraining that drifted."""
+    files, so the notebook's texts can quote the lesson's numbers (other weight files can print
+    0.4162 at two pixels where the lesson prints 0.4554). Exact on the CPU kernels the files were
+    trained with (this project's x86 machine); a band would hide a retraining that drifted."""
     network, linear = models
     images, labels, _ = data
     right = [
