@@ -34,8 +34,9 @@ MAX_FRAME = 256 * 1024 * 1024
 #: Deepest nesting of containers that is encoded; deeper is "too deeply nested".
 MAX_DEPTH = 32
 #: Largest header (bytes) of a payload the judge parses: the tensors' entries and the value's JSON
-#: (everything but the tensors' bytes). Parsing costs the judge about 10 ms a MB.
-MAX_HEADER = 4 * 1024 * 1024
+#: (everything but the tensors' bytes). Parsing costs the judge about 10 ms a MB; a list of
+#: 400,000 Python floats is 8 MB of JSON (arrays and tensors cross as tensors, not JSON).
+MAX_HEADER = 8 * 1024 * 1024
 #: Most tensors (and arrays) one payload may hold: each costs an entry of about 60 bytes of header
 #: and a tensor the judge builds.
 MAX_TENSORS = 65_536
@@ -45,7 +46,7 @@ MAX_TENSORS = 65_536
 #: return padded with tiny tensors costs the judge little per reply, of the 40 a check makes; the
 #: values the judge reads once (a notebook's names) keep :data:`MAX_HEADER` and
 #: :data:`MAX_TENSORS`.
-MAX_REPLY_HEADER = 1024 * 1024
+MAX_REPLY_HEADER = 2 * 1024 * 1024
 MAX_REPLY_TENSORS = 4096
 #: Most containers and values one decoded value may hold, counting shared references each time
 #: they are reached (the same tensor, or a figure description, referenced many times).

@@ -643,11 +643,11 @@ def test_what_a_function_returns_is_read_with_a_smaller_allowance_than_a_noteboo
     )
     with pytest.raises(ValueError, match="a payload of more than 4096 tensors"):
         tensor_payload.load(padded, channel.MAX_REPLY_HEADER, channel.MAX_REPLY_TENSORS)
-    numbers = _reply(list(range(300_000)))  # 2 MB of JSON
-    assert encoding.decode(tensor_payload.load(numbers), None)[-1] == 299_999, (
-        "a notebook value of 2 MB of JSON is read"
+    numbers = _reply(list(range(600_000)))  # 4.2 MB of JSON
+    assert encoding.decode(tensor_payload.load(numbers), None)[-1] == 599_999, (
+        "a notebook value of 4.2 MB of JSON is read"
     )
-    with pytest.raises(ValueError, match=r"\(at most 1048576 are read\)"):
+    with pytest.raises(ValueError, match=rf"\(at most {channel.MAX_REPLY_HEADER} are read\)"):
         tensor_payload.load(numbers, channel.MAX_REPLY_HEADER, channel.MAX_REPLY_TENSORS)
 
 
