@@ -35,7 +35,13 @@ from pathlib import Path
 
 from autograder.judge_interface import DEFAULT_TIMEOUT, Limits
 from autograder.judge_pool import JudgePool, JudgeServer, job, stop_politely
-from autograder.results import NOT_GRADED, failure_results, question_scores
+from autograder.results import (
+    NOT_GRADED,
+    failure_results,
+    limits_of,
+    question_scores,
+    with_limits,
+)
 from autograder.scores import GradeResult, write_csv
 from autograder.staging import (
     batch_labels,
@@ -50,6 +56,9 @@ from autograder.staging import (
 #: torch and Otter, stopping the student process, writing the results): a
 #: submission's timeout is the judge's deadline plus this (540 + 60 = 600).
 JUDGE_MARGIN = 60.0
+#: Why a submission whose grading ``grade`` stopped at its timeout was not graded (a limit too:
+#: :func:`autograder.results.with_limits`).
+TIMED_OUT = "grading took longer than {seconds:.0f} seconds and was stopped."
 #: The least margin accepted when both a timeout and limits are given: a
 #: judge stopped from outside before its deadline loses everything graded.
 MIN_JUDGE_MARGIN = 10.0
@@ -206,14 +215,16 @@ def _run_grading(
     except subprocess.TimeoutExpired:
         written = _graded_results(produced / "results.json")
         if written is None:
-            return f"grading took longer than {timeout:.0f} seconds and was stopped."
+            return TIMED_OUT.format(seconds=timeout)
         # the judge writes the results before it removes what the submission left, which may take
         # long (a million folders): results written before this timeout are kept
         collect_outputs(produced, out_dir, staged.name, original_name)
-        written["output"] = (
-            f"{written.get('output') or ''}\nThe grading was stopped after {timeout:.0f} seconds "
-            "while it removed what the submission left; its results had been written."
-        ).strip()
+        stopped = (
+            f"The grading was stopped after {timeout:.0f} seconds while it removed what the "
+            "submission left; its results had been written."
+        )
+        written["output"] = f"{written.get('output') or ''}\n{stopped}".strip()
+        with_limits(written, [*limits_of(written), ("deadline", stopped)])
         (out_dir / "results.json").write_text(json.dumps(written, indent=2))
         (out_dir / "grading.log").write_text(
             f"stopped after {timeout:.0f} seconds, after writing its results\n"
@@ -383,7 +394,10 @@ def _grade_one(
                     )
     seconds = time.perf_counter() - started
     if reason is not None:
-        results_path.write_text(json.dumps(failure_results(reason, seconds), indent=2))
+        results = failure_results(reason, seconds)
+        if reason.startswith(TIMED_OUT.partition("{")[0]):
+            with_limits(results, [("deadline", reason)])
+        results_path.write_text(json.dumps(results, indent=2))
         return GradeResult(submission, results_path, {}, reason, seconds)
     results = json.loads(results_path.read_text())
     cause = cause_of(results)

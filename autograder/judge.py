@@ -69,7 +69,7 @@ from autograder.notes import (  # noqa: E402
 from autograder.process_tree import is_root, quietly  # noqa: E402
 from autograder.rebound import KindWatch, map_notebook  # noqa: E402
 from autograder.removal import remove_tree  # noqa: E402
-from autograder.results import failure_results, summary_line  # noqa: E402
+from autograder.results import failure_results, summary_line, with_limits  # noqa: E402
 from autograder.sandbox_user import sandbox_account  # noqa: E402
 from autograder.session import Session, StudentEnvironment  # noqa: E402
 from autograder.student_process import StudentFailure, student_env  # noqa: E402
@@ -315,6 +315,9 @@ def _grade(
                 _failed_results(
                     test_file, "❌ Not graded: the grading deadline passed before this question."
                 )
+                session.process.limits_hit.append(
+                    ("deadline", "the grading deadline passed before the questions were graded")
+                )
                 continue
             env.refresh()
             with checks.reading_snapshot(env):
@@ -332,7 +335,8 @@ def _grade(
         notes.extend(cell_notes(session.records, session.label))
         notes.extend(restart_notes(session.restarts))
         grading.set_output("\n".join(notes))
-        return with_public_summary(grading.to_gradescope_dict(ag_config), test_files)
+        results = with_public_summary(grading.to_gradescope_dict(ag_config), test_files)
+        return with_limits(results, session.process.limits_hit)
     finally:
         checks.forget_grading()  # nor holds the student's functions past it
         gc.unfreeze()

@@ -4,8 +4,9 @@ A batch's folder (``grade --out OUT``) holds ``OUT/<label>/results.json`` in
 Gradescope's format and ``OUT/scores.csv``. :func:`read_batch` reads it back
 into one :class:`Outcome` per submission: the scores, the messages the
 student saw, why it could not be graded, its grading time, and the limits
-that stopped its code (:func:`limits_hit`). It needs nothing but those files,
-so it works on any batch, also one graded earlier or on another machine.
+that stopped its code (listed in the results' ``extra_data``:
+:func:`autograder.results.limits_of`). It needs nothing but those files, so it
+works on any batch, also one graded earlier or on another machine.
 """
 
 from __future__ import annotations
@@ -17,53 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from autograder.judge_interface import question_order
-from autograder.results import NOT_GRADED, question_scores
-
-#: The limits the judge enforces and how each shows in the messages it writes (judge.py: a cell's
-#: note "Code cell 3 interrupted after 60 seconds", a StudentFailure "... while running code cell 3,
-#: and was stopped", "... while calling slide, and was stopped", "used more than 3072 MB of memory",
-#: "the grading deadline passed"; grade.py: "grading took longer than 600 seconds and was stopped").
-#: Only the parts that do not name a number or a unit are matched, so rewording "seconds" as "CPU
-#: seconds" keeps them working. Checked in order, one kind per line: memory first, since it is also
-#: hit while running a cell or a call.
-LIMIT_PATTERNS: tuple[tuple[str, re.Pattern], ...] = (
-    ("memory", re.compile(r"more than [\d,]+ MB of memory")),
-    (
-        "deadline",
-        re.compile(r"grading deadline passed|grading took longer than|grading was stopped after"),
-    ),
-    (
-        "cell",
-        re.compile(
-            r"code cell .* interrupted(:| after)|while running .*code cell.*, and was stopped", re.I
-        ),
-    ),
-    (
-        "call",
-        re.compile(
-            r"while (calling|reading) .*, and was stopped|is gone: the student process was stopped"
-        ),
-    ),
-    ("startup", re.compile(r"while starting the student process")),
-    ("files", re.compile(r"(files|folders) .*, and was stopped")),
-)
-#: A line that quotes what the student's own code raised: its text is the student's, never a limit.
-STUDENT_TEXT = re.compile(r"^(Code cell \d+|The \S+ code cell .*?) raised ")
-
-
-def limits_hit(text: str) -> list[tuple[str, str]]:
-    """``(kind, line)`` for each line of ``text`` that says a limit stopped the student's code
-    (kinds: the names of :data:`LIMIT_PATTERNS`), in order."""
-    hits = []
-    for line in text.splitlines():
-        line = line.strip()
-        if not line or STUDENT_TEXT.match(line):
-            continue
-        kind = next((k for k, pattern in LIMIT_PATTERNS if pattern.search(line)), None)
-        if kind is not None:
-            hits.append((kind, line))
-    return hits
-
+from autograder.results import NOT_GRADED, limits_of, question_scores
 
 #: Otter's framing of a question's output (``otter/test_files``): ``q1 results:``, then per test
 #: case ``q1 - 1 result:`` and ``✅ Test case passed``, or ``❌ Test case failed`` and ``Error at
@@ -92,8 +47,9 @@ class Outcome:
     ``scores``: ``{question: (score, max_score)}``; ``messages``: ``{question: what its tests said
     went wrong}`` (:func:`failure_text` of its parts' outputs, joined by newlines; empty when
     nothing failed); ``error``: why it could not be graded, else ``None``; ``seconds``: the
-    grading's ``execution_time``, ``None`` if missing; ``limits``: :func:`limits_hit` over the
-    overall output and every test's output, each line once; ``out_of``: its row's ``possible`` in
+    grading's ``execution_time``, ``None`` if missing; ``limits``: ``(kind, message)`` for
+    each time a limit stopped or interrupted its code, as the judge listed them
+    (:func:`autograder.results.limits_of`); ``out_of``: its row's ``possible`` in
     ``scores.csv`` (for one not graded: the batch's or the assignment's points), ``None`` if
     unknown.
     """
@@ -174,11 +130,9 @@ def read_outcome(results_path: Path, label: str) -> Outcome:
     output = str(results.get("output") or "")
     seconds = results.get("execution_time")
     seconds = float(seconds) if isinstance(seconds, (int, float)) else None
-    texts = [output]
     messages: dict[str, list[str]] = {}
     for test in results.get("tests") or []:
         text = str(test.get("output") or "").strip()
-        texts.append(text)
         if test.get("max_score") in (None, 0):
             continue
         question = str(test.get("name", "")).split(" - ")[0]
@@ -191,7 +145,7 @@ def read_outcome(results_path: Path, label: str) -> Outcome:
             output=output,
             error=error,
             seconds=seconds,
-            limits=list(dict.fromkeys(limits_hit(output))),
+            limits=limits_of(results),
         )
     return Outcome(
         label,
@@ -202,7 +156,7 @@ def read_outcome(results_path: Path, label: str) -> Outcome:
             q: "\n".join(dict.fromkeys(line for text in m for line in text.splitlines()))
             for q, m in messages.items()
         },
-        limits=list(dict.fromkeys(hit for text in texts for hit in limits_hit(text))),
+        limits=limits_of(results),
     )
 
 

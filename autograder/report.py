@@ -31,7 +31,7 @@ REPORT_NAME = "report.html"
 TOP_MESSAGES = 5
 #: Characters of one failure message shown; the rest is cut (the results files hold it whole).
 MESSAGE_CHARS = 600
-#: What each kind of limit (:data:`autograder.outcomes.LIMIT_PATTERNS`) is called on the page.
+#: What each kind of limit (:data:`autograder.student_process.LIMIT_KINDS`) is called on the page.
 LIMIT_NAMES = {"cell": "cell time", "call": "call time", "memory": "memory", "deadline": "deadline",
                "startup": "start-up time", "files": "files"}
 

@@ -1,6 +1,7 @@
 """Gradescope results the grader writes itself, and what is read back from any results: a
 submission that could not be graded (:func:`failure_results`), each question's points
-(:func:`question_scores`) and the total line (:func:`summary_line`). Shared by the judge, the
+(:func:`question_scores`), the limits that stopped the student's code (:func:`with_limits`,
+:func:`limits_of`) and the total line (:func:`summary_line`). Shared by the judge, the
 orchestrator and the rehearsal; imports nothing heavy.
 """
 
@@ -44,3 +45,39 @@ def summary_line(results: dict) -> str:
     total = sum(t.get("score", 0) or 0 for t in results.get("tests", []))
     possible = sum(t.get("max_score", 0) or 0 for t in results.get("tests", []))
     return f"Total Score: {total:g} / {possible:g}"
+
+
+#: The key of Gradescope's ``extra_data`` (stored, never shown to students) that lists the limits
+#: that stopped or interrupted the student's code: ``[{"kind": ..., "message": ...}, ...]``, kinds
+#: as :data:`autograder.student_process.LIMIT_KINDS` names them, plus ``"deadline"`` for a grading
+#: ``grade`` stopped at its timeout.
+LIMITS_KEY = "limits"
+#: The most limits listed for one submission (the first, each once): a notebook of a thousand
+#: cells, each stopped by its limit, lists the first 50.
+MAX_LIMITS_LISTED = 50
+
+
+def with_limits(results: dict, hits: list[tuple[str, str]]) -> dict:
+    """``results`` with ``hits`` (``(kind, message)``, each once, in order, at most
+    :data:`MAX_LIMITS_LISTED`) in its ``extra_data``."""
+    if hits:
+        listed = list(dict.fromkeys(hits))[:MAX_LIMITS_LISTED]
+        extra = results.setdefault("extra_data", {})
+        extra[LIMITS_KEY] = [{"kind": k, "message": m} for k, m in listed]
+    return results
+
+
+def limits_of(results: dict) -> list[tuple[str, str]]:
+    """The ``(kind, message)`` pairs :func:`with_limits` wrote (none in results written
+    otherwise, Otter's own for one); entries of another form are skipped."""
+    extra = results.get("extra_data") if isinstance(results, dict) else None
+    listed = extra.get(LIMITS_KEY) if isinstance(extra, dict) else None
+    if not isinstance(listed, list):
+        return []
+    return [
+        (entry["kind"], entry["message"])
+        for entry in listed
+        if isinstance(entry, dict)
+        and isinstance(entry.get("kind"), str)
+        and isinstance(entry.get("message"), str)
+    ]

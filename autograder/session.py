@@ -87,6 +87,7 @@ class Session:
             self.limits.cell_seconds,
             what=f"running {self.label(index)}",
             interrupt=True,
+            limit="cell",
         )
         error = header.get("error")
         self._note_torch_state(header.get("torch_state"))
@@ -111,6 +112,10 @@ class Session:
         raised = 0
         for index in range(len(self.cells)):
             if self.remaining() <= 0:
+                if not self.records or self.records[-1].problem != NOT_RUN:
+                    self.process.limits_hit.append(
+                        ("deadline", f"the grading deadline passed before {self.label(index)} ran")
+                    )
                 self.records.append(CellRecord(index, None, NOT_RUN))
                 continue
             record = self._run_guarded(index)
@@ -154,6 +159,13 @@ class Session:
             # it stopped when interrupted, or caught the KeyboardInterrupt
             if self.process.interrupted_for:
                 record.problem = f"interrupted: it {self.process.interrupted_for}"
+                self.process.limits_hit.append(
+                    (
+                        self.process.interrupted_by or "cell",
+                        f"it {self.process.interrupted_for} while running {self.label(index)}, "
+                        "and was interrupted",
+                    )
+                )
             return record
         except StudentFailure as failure:
             self.skipped.add(index)
@@ -250,7 +262,7 @@ class Session:
             StudentFailure: the deadline has passed.
         """
         if self.remaining() <= 0:
-            raise StudentFailure(f"the grading deadline passed before {what}")
+            raise self.process.stopped_by("deadline", f"the grading deadline passed before {what}")
         return self.limits.call_seconds
 
 

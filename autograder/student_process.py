@@ -56,9 +56,20 @@ from autograder.process_tree import (
 )
 from autograder.sandbox_user import SANDBOX_USER
 
+#: The limits a student process can be stopped or interrupted by, as results name them
+#: (:attr:`StudentProcess.limits_hit`): a cell's or a call's CPU seconds (or its wall-clock
+#: backstop), starting up, memory, the files and folders it keeps, the whole-run deadline.
+LIMIT_KINDS = ("cell", "call", "startup", "memory", "files", "deadline")
+
 
 class StudentFailure(Exception):
-    """The student process failed while answering the judge (timeout, crash, memory)."""
+    """The student process failed while answering the judge (timeout, crash, memory); ``limit`` is
+    the kind of limit that stopped it (:data:`LIMIT_KINDS`), ``None`` when it was not a limit (it
+    crashed, exited, or answered out of turn)."""
+
+    def __init__(self, message: str, limit: str | None = None) -> None:
+        super().__init__(message)
+        self.limit = limit
 
 
 @dataclass(slots=True)
@@ -109,8 +120,13 @@ class StudentProcess:
         self.cpuacct_group: Path | None = None
         #: when (``time.monotonic()``) the whole-run deadline comes: no request waits past it
         self.deadline_at: float | None = None
-        #: why the last request's cell was interrupted (SIGINT), if it was
+        #: why the last request's cell was interrupted (SIGINT), if it was, and by which kind of
+        #: limit
         self.interrupted_for: str | None = None
+        self.interrupted_by: str | None = None
+        #: every time a limit stopped or interrupted the student's code in this grading, in order:
+        #: ``(kind, what happened)`` (:data:`LIMIT_KINDS`), for the results' ``extra_data``
+        self.limits_hit: list[tuple[str, str]] = []
         self._tree_cpu = TreeCpu()
         #: the shared memory the sandbox user held before this grading, which is neither the
         #: student's to count nor the judge's to remove: ``nobody``'s (slot 0) may be another
@@ -178,7 +194,9 @@ class StudentProcess:
         self.generation += 1
         warm = isinstance(self.proc, zygote.Forked)
         try:
-            header, _ = self._wait(self.limits.startup_seconds, what="starting the student process")
+            header, _ = self._wait(
+                self.limits.startup_seconds, what="starting the student process", limit="startup"
+            )
         except StudentFailure as failure:
             if not warm:
                 raise
@@ -338,7 +356,15 @@ class StudentProcess:
             total += share - kb
         return total / 1024
 
-    def _wait(self, timeout: float, what: str, interrupt: bool = False) -> tuple[dict, bytes]:
+    def stopped_by(self, limit: str, message: str) -> StudentFailure:
+        """A :class:`StudentFailure` for ``limit`` (:data:`LIMIT_KINDS`), noted in
+        :attr:`limits_hit`."""
+        self.limits_hit.append((limit, message))
+        return StudentFailure(message, limit)
+
+    def _wait(
+        self, timeout: float, what: str, interrupt: bool = False, limit: str = "call"
+    ) -> tuple[dict, bytes]:
         """Wait for one reply, watching CPU time, wall time and memory; stop the process on a
         problem.
 
@@ -347,7 +373,8 @@ class StudentProcess:
         many wall-clock seconds, and the whole-run deadline (:attr:`deadline_at`,
         at least one second away), end a request that sleeps or waits. With
         ``interrupt`` a cell past either first gets SIGINT (``KeyboardInterrupt``)
-        and :data:`INTERRUPT_GRACE_SECONDS` to stop by itself.
+        and :data:`INTERRUPT_GRACE_SECONDS` to stop by itself. ``limit``: the kind of
+        limit ``timeout`` is (``cell``, ``call`` or ``startup``).
         """
         started = time.monotonic()
         wall = timeout * WALL_FACTOR
@@ -356,7 +383,8 @@ class StudentProcess:
             wall = max(1.0, self.deadline_at - started)
         deadline = started + wall
         cpu_start = self.cpu_seconds()
-        self.interrupted_for, interrupted_at, reason = None, None, ""
+        self.interrupted_for, self.interrupted_by, interrupted_at, reason = None, None, None, ""
+        kind = limit
         polls = [0]
 
         def watch() -> None:  # between polls, and while a reply that has begun is read
@@ -378,9 +406,10 @@ class StudentProcess:
                     )
                 except channel.ChannelTimeout:
                     self.stop()
-                    raise StudentFailure(
+                    raise self.stopped_by(
+                        limit,
                         f"it began a reply but did not finish it within {reply_by - started:.0f} "
-                        f"seconds while {what}, and was stopped"
+                        f"seconds while {what}, and was stopped",
                     ) from None
                 except (channel.ChannelClosed, OSError) as err:
                     # the channel closes as the process exits: wait for its exit code (same message
@@ -399,16 +428,18 @@ class StudentProcess:
             if interrupted_at is not None:
                 if now > interrupted_at + INTERRUPT_GRACE_SECONDS:
                     self.stop()
-                    raise StudentFailure(
-                        f"it {reason} while {what}, did not stop when interrupted, and was stopped"
+                    raise self.stopped_by(
+                        kind,
+                        f"it {reason} while {what}, did not stop when interrupted, and was stopped",
                     )
                 continue
             used = self.cpu_seconds(tree=polls[0] % 10 == 0)
             if used is not None and cpu_start is not None and used - cpu_start > timeout:
-                reason = f"used more than its {timeout:g} CPU seconds"
+                reason, kind = f"used more than its {timeout:g} CPU seconds", limit
             elif now > deadline and at_deadline:
-                reason = "was still running when the grading deadline came"
+                reason, kind = "was still running when the grading deadline came", "deadline"
             elif now > deadline:
+                kind = limit
                 used = self.cpu_seconds()
                 spent = (
                     f"{used - cpu_start:.1f}"
@@ -423,17 +454,15 @@ class StudentProcess:
             else:
                 continue
             if interrupt:
-                interrupted_at, self.interrupted_for = (
-                    now,
-                    reason,
-                )  # ask nicely first: KeyboardInterrupt in the cell
+                # ask nicely first: KeyboardInterrupt in the cell
+                interrupted_at, self.interrupted_for, self.interrupted_by = now, reason, kind
                 try:
                     os.kill(self.proc.pid, signal.SIGINT)
                 except ProcessLookupError:
                     pass
                 continue
             self.stop()
-            raise StudentFailure(f"it {reason} while {what}, and was stopped")
+            raise self.stopped_by(kind, f"it {reason} while {what}, and was stopped")
 
     def _check_running(self, what: str, tree: bool) -> None:
         """Stop the process and raise :class:`StudentFailure` if it has ended or uses more memory
@@ -451,17 +480,26 @@ class StudentProcess:
                 # the scratch folder back as staged: the replay would start over the limit, and stop
                 # at once
                 remove_dev_shm_entries(self.user.pw_uid, self.staged, folder=str(self.workdir))
-            raise StudentFailure(f"it {err} while {what}, and was stopped") from None
+            raise self.stopped_by("files", f"it {err} while {what}, and was stopped") from None
         if used > self.limits.memory_mb:
             self.stop()
-            raise StudentFailure(
+            raise self.stopped_by(
+                "memory",
                 f"it used more than {self.limits.memory_mb} MB of memory while {what}, "
-                "and was stopped"
+                "and was stopped",
             )
 
     def request(
-        self, header: dict, payload: bytes, timeout: float, what: str, interrupt: bool = False
+        self,
+        header: dict,
+        payload: bytes,
+        timeout: float,
+        what: str,
+        interrupt: bool = False,
+        limit: str = "call",
     ) -> tuple[dict, bytes]:
+        """Send ``header`` and ``payload`` and wait for the reply (:meth:`_wait`, where ``timeout``
+        is the ``limit`` kind's CPU seconds)."""
         if not self.alive:
             raise StudentFailure(f"the student process is not running ({what})")
         try:
@@ -474,14 +512,15 @@ class StudentProcess:
             )
         except channel.ChannelTimeout:
             self.stop()
-            raise StudentFailure(
+            raise self.stopped_by(
+                limit,
                 f"it did not take the request within {timeout:.0f} seconds while {what}, "
-                "and was stopped"
+                "and was stopped",
             ) from None
         except OSError:
             self.stop()
             raise StudentFailure(f"the student process ended before {what}") from None
-        return self._wait(timeout, what, interrupt)
+        return self._wait(timeout, what, interrupt, limit)
 
 
 #: A reply the student process has begun to send gets at least this long to arrive whole (seconds);

@@ -58,6 +58,12 @@ def test_cpu_seconds_of_the_cell_and_its_children_count(tmp_path, far_backstop, 
     session = _run(tmp_path, ["x = 1", cell, "after = 2"], Limits(cell_seconds=2))
     actual = [record.problem for record in session.records]
     assert actual == [None, "interrupted: it used more than its 2 CPU seconds", None], actual
+    assert session.process.limits_hit == [
+        (
+            "cell",
+            "it used more than its 2 CPU seconds while running code cell 2, and was interrupted",
+        )
+    ], "the results list the limit, by kind"
 
 
 def test_a_sleeping_cell_uses_no_cpu_seconds(tmp_path, far_backstop):
@@ -79,6 +85,9 @@ def test_the_wall_clock_backstop_ends_a_sleeping_cell(tmp_path, monkeypatch):
     ), problem
     assert problem.endswith(" of its 1 CPU seconds)"), problem
     assert session.records[1].problem is None
+    assert [kind for kind, _ in session.process.limits_hit] == ["cell"], (
+        "the wall-clock backstop is the cell's limit"
+    )
 
 
 def test_a_call_past_its_cpu_seconds_is_stopped_and_says_so(tmp_path, far_backstop):
@@ -94,6 +103,9 @@ def test_a_call_past_its_cpu_seconds_is_stopped_and_says_so(tmp_path, far_backst
     assert (
         str(info.value) == "it used more than its 2 CPU seconds while calling spin, and was stopped"
     )
+    assert info.value.limit == "call" and session.process.limits_hit == [
+        ("call", str(info.value))
+    ], session.process.limits_hit
 
 
 @pytest.mark.parametrize("cgroup", [True, False], ids=["cgroup", "read_only_cgroup"])

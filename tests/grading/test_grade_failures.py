@@ -29,7 +29,7 @@ from autograder import grade as grade_module
 from autograder import judge_pool
 from autograder.grade import JUDGE_MARGIN, grade_many, grade_one, judge_limits
 from autograder.judge_interface import DEFAULT_TIMEOUT, Limits
-from autograder.results import failure_results, question_scores
+from autograder.results import failure_results, limits_of, question_scores
 from autograder.scores import GradeResult, format_table, write_csv
 from autograder.staging import batch_labels, submission_label
 
@@ -1406,6 +1406,9 @@ def test_results_written_before_the_timeout_are_kept(dummy_zip, tmp_path, monkey
     assert lost.error == "grading took longer than 30 seconds and was stopped.", (
         f"lost: {lost.error!r}"
     )
+    # both list the deadline among the limits the report shows
+    assert [kind for kind, _ in limits_of(results_of(kept.results_path))] == ["deadline"]
+    assert limits_of(results_of(lost.results_path)) == [("deadline", lost.error)]
 
 
 #: Kills every other process of its own user, for 60 seconds, as a student graded as ``nobody`` may.

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import csv
 import html
+import json
 import re
 import shutil
 import subprocess
@@ -29,11 +30,10 @@ import pytest
 from autograder import cli
 from autograder.compare import ONLY_NEW, ONLY_OLD, Change, compare
 from autograder.grade import grade_many
-from autograder.notes import cell_notes
-from autograder.outcomes import BatchError, Outcome, limits_hit, read_batch
+from autograder.outcomes import BatchError, Outcome, read_batch
 from autograder.report import question_figure, render, score_figure, write_report
+from autograder.results import failure_results, limits_of, with_limits
 from autograder.staging import batch_labels
-from autograder.student_process import NOT_RUN, CellRecord
 from tests.fixtures.hostile.catalogue import HOSTILE, Sources
 from tests.fixtures.submissions import apply
 from tests.fixtures.where_mlps_fail.catalogue import WRONG
@@ -150,61 +150,19 @@ def test_read_batch_refuses_a_folder_without_a_batch(tmp_path):
         read_batch(tmp_path / "missing")
 
 
-def test_limits_are_found_in_the_judges_own_notes():
-    """The notes the judge writes for stopped cells (notes.cell_notes), each classified; a cell
-    that raised is the student's own text, whatever it says."""
-    records = [
-        CellRecord(
-            0, "RuntimeError: used more than 5 MB of memory while calling f, and was stopped", None
-        ),
-        CellRecord(1, None, "interrupted: it used more than its 60 CPU seconds"),
-        CellRecord(
-            2,
-            None,
-            "stopped: it used more than its 60 CPU seconds while running the 3rd code cell under "
-            "q2's text, and was stopped",
-        ),
-        CellRecord(
-            3,
-            None,
-            "stopped: it used more than 3072 MB of memory while running the 4th code cell under "
-            "q2's text, and was stopped",
-        ),
-        CellRecord(4, None, NOT_RUN),
+def test_the_limits_the_judge_lists_are_read_back_and_malformed_entries_are_skipped():
+    hits = [
+        ("cell", "it used more than its 60 CPU seconds while running code cell 3, and was stopped"),
+        ("memory", "it used more than 3072 MB of memory while calling f, and was stopped"),
+        ("cell", "it used more than its 60 CPU seconds while running code cell 3, and was stopped"),
     ]
-    labelled = cell_notes(records, lambda index: f"the {index + 1}th code cell under q2's text")
-    assert [kind for kind, _ in limits_hit("\n".join(labelled))] == [
-        "cell",
-        "cell",
-        "memory",
-        "deadline",
-    ]
-    numbered = cell_notes(records)  # cells numbered when the judge has no notebook map
-    assert [kind for kind, _ in limits_hit("\n".join(numbered))] == [
-        "cell",
-        "cell",
-        "memory",
-        "deadline",
-    ]
-    blocked = cell_notes(
-        [
-            CellRecord(
-                0,
-                None,
-                "interrupted: it was blocked or sleeping (240 seconds passed, and it "
-                "used 0.1 of its 60 CPU seconds)",
-            )
-        ]
-    )
-    assert [kind for kind, _ in limits_hit("\n".join(blocked))] == ["cell"]
-    assert [
-        kind
-        for kind, _ in limits_hit(
-            "It took longer than 600 seconds while calling peak, and was stopped\n"
-            "This submission could not be graded: grading took longer than 600 "
-            "seconds and was stopped."
-        )
-    ] == ["call", "deadline"]
+    results = with_limits(failure_results("x"), hits)
+    assert limits_of(json.loads(json.dumps(results))) == hits[:2], "each hit once, in order"
+    assert with_limits({"tests": []}, []) == {"tests": []}, "no hits: no extra_data"
+    many = [("cell", f"code cell {k} was stopped") for k in range(60)]
+    assert limits_of(with_limits({}, many)) == many[:50], "the first 50 are listed"
+    forged = {"extra_data": {"limits": [{"kind": "cell"}, "deadline", {"kind": 1, "message": ""}]}}
+    assert limits_of(forged) == [] and limits_of({"extra_data": []}) == [] and limits_of([]) == []
 
 
 # ---------------------------------------------------------------- the report
