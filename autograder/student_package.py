@@ -31,8 +31,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 DIST_NAME = "vision-autograder-student"
 #: The repository's files that the student package holds, relative to the repository: nothing of
-#: ``reference/`` and no ``autograder/checks/<assignment>.py`` (hidden tests). ``channel`` and
-#: ``figures`` are there because ``autograder.checks`` imports them inside some of its functions.
+#: ``reference/`` and no ``autograder/checks/<assignment>.py`` (hidden tests). ``channel`` (its
+#: limits on a network's parameters) and the figure modules are there because ``autograder.checks``
+#: imports them inside some of its functions; the wire's other modules are not: no value in a
+#: student's kernel has crossed it.
 STUDENT_MODULES = (
     "autograder/__init__.py",
     "autograder/checks/__init__.py",
@@ -41,9 +43,6 @@ STUDENT_MODULES = (
     "autograder/mnist_data.py",
     "autograder/mnist_files.py",
     "autograder/channel.py",
-    "autograder/encoding.py",
-    "autograder/figure_wire.py",
-    "autograder/tensor_payload.py",
     "autograder/figures.py",
     "autograder/figure_parts.py",
     "autograder/figure_drawing.py",

@@ -17,6 +17,7 @@ import contextlib
 import contextvars
 import functools
 import math
+import sys
 from collections.abc import Callable, Iterable, Iterator
 from numbers import Real
 from typing import Any
@@ -735,10 +736,16 @@ def forget_grading() -> None:
 _OUTCOMES: dict[tuple, tuple[tuple, CheckFailure | None]] = per_grading({})
 
 
-def _identity(value: Any) -> tuple:
-    from autograder import encoding
+def _is_handle(value: Any) -> bool:
+    """Whether ``value`` is a student's callable as the judge holds it
+    (:class:`autograder.encoding.Handle`). Only the judge and the student process load the wire's
+    modules, which the students' wheel does not hold: in a student's kernel nothing is a handle."""
+    encoding = sys.modules.get("autograder.encoding")
+    return encoding is not None and isinstance(value, encoding.Handle)
 
-    if isinstance(value, encoding.Handle):
+
+def _identity(value: Any) -> tuple:
+    if _is_handle(value):
         # by the name it was read under: the same after a restart, so a verdict cannot be decided
         # again in a replayed notebook that behaves otherwise
         return ("student", value.variable) if value.variable else ("student", value.key)
@@ -868,10 +875,10 @@ def expect_module_parameters(name: str, value: Any) -> list[torch.Tensor]:
             can be read (a plain function, a lambda, a module with more than
             :data:`autograder.channel.MAX_PARAMETERS` numbers).
     """
-    from autograder import channel, encoding
+    from autograder import channel
 
     expect_defined(name, value)
-    if isinstance(value, encoding.Handle):
+    if _is_handle(value):
         if value.parameters is not None:
             return [p.detach() for p in value.parameters]
         module, kind = value.is_module, value.type_name or "function"
