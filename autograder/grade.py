@@ -56,9 +56,6 @@ from autograder.staging import (
 #: torch and Otter, stopping the student process, writing the results): a
 #: submission's timeout is the judge's deadline plus this (540 + 60 = 600).
 JUDGE_MARGIN = 60.0
-#: Why a submission whose grading ``grade`` stopped at its timeout was not graded (a limit too:
-#: :func:`autograder.results.with_limits`).
-TIMED_OUT = "grading took longer than {seconds:.0f} seconds and was stopped."
 #: The least margin accepted when both a timeout and limits are given: a
 #: judge stopped from outside before its deadline loses everything graded.
 MIN_JUDGE_MARGIN = 10.0
@@ -176,6 +173,11 @@ def _limit_flags(limits: Limits | None) -> list[str]:
     ]
 
 
+class TimedOut(Exception):
+    """A grading stopped at ``grade``'s timeout before it wrote results: the submission is not
+    graded, and the results list the deadline among its limits."""
+
+
 def _run_grading(
     runner: str,
     autograder_zip: Path,
@@ -189,7 +191,11 @@ def _run_grading(
     judge: JudgeServer | None = None,
 ) -> str | None:
     """Run the grading process on the staged copy in ``scratch`` (``judge``'s next job when given,
-    else a process of its own); its files go to ``out_dir``. Why it failed, or ``None``."""
+    else a process of its own); its files go to ``out_dir``. Why it failed, or ``None``.
+
+    Raises:
+        TimedOut: stopped at ``timeout`` before it wrote any results.
+    """
     produced = scratch / "out"
     produced.mkdir(mode=0o700)
     try:
@@ -215,7 +221,9 @@ def _run_grading(
     except subprocess.TimeoutExpired:
         written = _graded_results(produced / "results.json")
         if written is None:
-            return TIMED_OUT.format(seconds=timeout)
+            raise TimedOut(
+                f"grading took longer than {timeout:.0f} seconds and was stopped."
+            ) from None
         # the judge writes the results before it removes what the submission left, which may take
         # long (a million folders): results written before this timeout are kept
         collect_outputs(produced, out_dir, staged.name, original_name)
@@ -359,6 +367,7 @@ def _grade_one(
     results_path = out_dir / "results.json"
     results_path.unlink(missing_ok=True)
     started = time.perf_counter()
+    limits_hit: list[tuple[str, str]] = []
     try:
         graded, reason = file_to_grade(submission)
     # a folder on its path that the grading user may not enter, a name too long...
@@ -384,6 +393,8 @@ def _grade_one(
                         threads,
                         judge,
                     )
+                except TimedOut as err:
+                    reason, limits_hit = str(err), [("deadline", str(err))]
                 except GradingError as err:
                     seconds = time.perf_counter() - started
                     results_path.write_text(
@@ -394,9 +405,7 @@ def _grade_one(
                     )
     seconds = time.perf_counter() - started
     if reason is not None:
-        results = failure_results(reason, seconds)
-        if reason.startswith(TIMED_OUT.partition("{")[0]):
-            with_limits(results, [("deadline", reason)])
+        results = with_limits(failure_results(reason, seconds), limits_hit)
         results_path.write_text(json.dumps(results, indent=2))
         return GradeResult(submission, results_path, {}, reason, seconds)
     results = json.loads(results_path.read_text())

@@ -315,8 +315,8 @@ def _grade(
                 _failed_results(
                     test_file, "❌ Not graded: the grading deadline passed before this question."
                 )
-                session.process.limits_hit.append(
-                    ("deadline", "the grading deadline passed before the questions were graded")
+                session.process.note_limit(
+                    "deadline", "the grading deadline passed before the questions were graded"
                 )
                 continue
             env.refresh()

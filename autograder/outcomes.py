@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from autograder.judge_interface import question_order
-from autograder.results import NOT_GRADED, limits_of, question_scores
+from autograder.results import NOT_GRADED, Scored, limits_of, question_scores
 
 #: Otter's framing of a question's output (``otter/test_files``): ``q1 results:``, then per test
 #: case ``q1 - 1 result:`` and ``✅ Test case passed``, or ``❌ Test case failed`` and ``Error at
@@ -41,7 +41,7 @@ def failure_text(output: str) -> str:
 
 
 @dataclass
-class Outcome:
+class Outcome(Scored):
     """One submission of a batch, as its ``results.json`` says.
 
     ``scores``: ``{question: (score, max_score)}``; ``messages``: ``{question: what its tests said
@@ -62,14 +62,6 @@ class Outcome:
     seconds: float | None = None
     limits: list[tuple[str, str]] = field(default_factory=list)
     out_of: float | None = None
-
-    @property
-    def total(self) -> float:
-        return sum(s for s, _ in self.scores.values())
-
-    @property
-    def possible(self) -> float:
-        return sum(m for _, m in self.scores.values())
 
 
 class BatchError(ValueError):

@@ -24,6 +24,22 @@ def failure_results(reason: str, seconds: float = 0.0) -> dict:
     }
 
 
+class Scored:
+    """A submission's points, from its ``scores`` attribute (``{question: (score, max_score)}``, as
+    :func:`question_scores` reads them): a grade as ``grade`` returns it, or as a batch's folder
+    holds it."""
+
+    scores: dict[str, tuple[float, float]]
+
+    @property
+    def total(self) -> float:
+        return sum(s for s, _ in self.scores.values())
+
+    @property
+    def possible(self) -> float:
+        return sum(m for _, m in self.scores.values())
+
+
 def question_scores(results: dict) -> dict[str, tuple[float, float]]:
     """``{question: (score, max_score)}`` from Otter's results, skipping the 0-point public
     summary."""

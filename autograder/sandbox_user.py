@@ -38,7 +38,7 @@ def lock_down(paths: list[Path]) -> list[str]:
     return changed
 
 
-_USER_CHECKED: dict[int, None] = {}
+_USER_CHECKED: set[int] = set()
 """The uids a probe found can run this package (:func:`user_problem`)."""
 
 
@@ -64,7 +64,7 @@ def user_problem(uid: int, gid: int) -> str | None:
         return None
     problem = _probe_user(uid, gid)
     if problem is None:
-        _USER_CHECKED[uid] = None
+        _USER_CHECKED.add(uid)
     return problem
 
 

@@ -9,11 +9,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from autograder.judge_interface import question_order
+from autograder.results import Scored
 from autograder.staging import submission_label
 
 
 @dataclass
-class GradeResult:
+class GradeResult(Scored):
     """One submission's grade.
 
     ``scores`` maps question name to ``(score, max_score)``; ``error`` is
@@ -44,14 +45,6 @@ class GradeResult:
         from autograder.grading_errors import LABEL
 
         return f"{LABEL}: {self.error}"
-
-    @property
-    def total(self) -> float:
-        return sum(s for s, _ in self.scores.values())
-
-    @property
-    def possible(self) -> float:
-        return sum(m for _, m in self.scores.values())
 
 
 def _questions(results: list[GradeResult]) -> list[str]:

@@ -113,8 +113,8 @@ class Session:
         for index in range(len(self.cells)):
             if self.remaining() <= 0:
                 if not self.records or self.records[-1].problem != NOT_RUN:
-                    self.process.limits_hit.append(
-                        ("deadline", f"the grading deadline passed before {self.label(index)} ran")
+                    self.process.note_limit(
+                        "deadline", f"the grading deadline passed before {self.label(index)} ran"
                     )
                 self.records.append(CellRecord(index, None, NOT_RUN))
                 continue
@@ -159,12 +159,10 @@ class Session:
             # it stopped when interrupted, or caught the KeyboardInterrupt
             if self.process.interrupted_for:
                 record.problem = f"interrupted: it {self.process.interrupted_for}"
-                self.process.limits_hit.append(
-                    (
-                        self.process.interrupted_by or "cell",
-                        f"it {self.process.interrupted_for} while running {self.label(index)}, "
-                        "and was interrupted",
-                    )
+                self.process.note_limit(
+                    self.process.interrupted_by or "cell",
+                    f"it {self.process.interrupted_for} while running {self.label(index)}, "
+                    "and was interrupted",
                 )
             return record
         except StudentFailure as failure:

@@ -356,10 +356,14 @@ class StudentProcess:
             total += share - kb
         return total / 1024
 
-    def stopped_by(self, limit: str, message: str) -> StudentFailure:
-        """A :class:`StudentFailure` for ``limit`` (:data:`LIMIT_KINDS`), noted in
-        :attr:`limits_hit`."""
+    def note_limit(self, limit: str, message: str) -> None:
+        """Note in :attr:`limits_hit` that ``limit`` (:data:`LIMIT_KINDS`) stopped or interrupted
+        the student's code, and what happened."""
         self.limits_hit.append((limit, message))
+
+    def stopped_by(self, limit: str, message: str) -> StudentFailure:
+        """A :class:`StudentFailure` for ``limit``, noted (:meth:`note_limit`)."""
+        self.note_limit(limit, message)
         return StudentFailure(message, limit)
 
     def _wait(
@@ -435,11 +439,10 @@ class StudentProcess:
                 continue
             used = self.cpu_seconds(tree=polls[0] % 10 == 0)
             if used is not None and cpu_start is not None and used - cpu_start > timeout:
-                reason, kind = f"used more than its {timeout:g} CPU seconds", limit
+                reason = f"used more than its {timeout:g} CPU seconds"
             elif now > deadline and at_deadline:
                 reason, kind = "was still running when the grading deadline came", "deadline"
             elif now > deadline:
-                kind = limit
                 used = self.cpu_seconds()
                 spent = (
                     f"{used - cpu_start:.1f}"

@@ -92,7 +92,7 @@ def dump(value: Any) -> bytes:
     tensors: dict[str, torch.Tensor] = {}
     keys: dict[int, str] = {}
     storages: set[int] = set()
-    nodes = [0]
+    nodes = 0
 
     def tensor_key(tensor: torch.Tensor) -> dict:
         is_complex = tensor.dtype == torch.complex128
@@ -112,12 +112,11 @@ def dump(value: Any) -> bytes:
         return {TAG: "tensor", "key": key, "complex": is_complex, "grad": tensor.requires_grad}
 
     def to_json(item: Any) -> Any:
-        nodes[0] += 1
-        if nodes[0] > channel.MAX_NODES:
+        nonlocal nodes
+        nodes += 1
+        if nodes > channel.MAX_NODES:
             raise TooComplex(f"a value holding more than {channel.MAX_NODES} items")
-        if item is None or isinstance(item, (bool, int, str)):
-            return item
-        if isinstance(item, float):
+        if item is None or isinstance(item, (bool, int, float, str)):
             return item
         if isinstance(item, complex):
             return {TAG: "complex", "re": item.real, "im": item.imag}
@@ -180,7 +179,9 @@ def load(
 
 def _header(payload: bytes, max_header: int) -> dict:
     """The safetensors header (its first 8 bytes give its length), read only when it is at most
-    ``max_header`` bytes."""
+    ``max_header`` bytes. Read here as well as by safetensors, whose reader builds the tensors but
+    does not return the metadata, where the value's JSON is; the number of entries is checked
+    again on what safetensors built."""
     if len(payload) < 8:
         raise ValueError("not a safetensors payload (shorter than its header's length)")
     (length,) = struct.unpack("<Q", payload[:8])

@@ -167,7 +167,7 @@ def test_a_failed_probe_of_the_sandbox_user_is_tried_again_and_a_success_kept(mo
         probed.append(uid)
         return next(answers)
 
-    monkeypatch.setattr(sandbox_user, "_USER_CHECKED", {})
+    monkeypatch.setattr(sandbox_user, "_USER_CHECKED", set())
     monkeypatch.setattr(sandbox_user, "_probe_user", probe)
     actual = [sandbox_user.user_problem(65534, 65534) for _ in range(3)]
     assert actual == ["it was stopped", None, None] and len(probed) == 2, (actual, probed)

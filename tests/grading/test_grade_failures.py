@@ -1455,7 +1455,8 @@ def test_a_student_graded_as_nobody_cannot_stop_the_next_gradings_check_of_its_u
     )
     try:
         time.sleep(1)  # the killer is running
-        monkeypatch.setattr(sandbox_user, "_USER_CHECKED", {})  # this judge has checked no user yet
+        # this judge has checked no user yet
+        monkeypatch.setattr(sandbox_user, "_USER_CHECKED", set())
         submission = notebook(tmp_path / "hw.ipynb", "answer = 42")
         results = judge.grade_submission(
             tiny_zip, submission, tmp_path / "results.json", judge.Limits(deadline=90)
