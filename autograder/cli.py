@@ -28,6 +28,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
@@ -116,9 +117,26 @@ def _grade(
         assignment=name,
     )
     print(format_table(results))
+    for line in _isolation_lines(results):
+        print(line)
     print(f"results: {out}/<submission>/results.json; table: {out / 'scores.csv'}")
     print(f"report:  {report_mod.write_report(out, name)}")
     return results
+
+
+def _isolation_lines(results: list) -> list[str]:
+    """How the student code of ``results`` was isolated (their ``extra_data``), one line per mode
+    used."""
+    from autograder.namespaces import DESCRIPTIONS
+    from autograder.results import isolation_of
+
+    modes = set()
+    for result in results:
+        try:
+            modes.add(isolation_of(json.loads(Path(result.results_path).read_text())))
+        except (OSError, ValueError):
+            continue
+    return [f"isolation: {DESCRIPTIONS.get(mode, mode)}" for mode in sorted(modes - {None})]
 
 
 def _missing(path: Path) -> bool:

@@ -35,6 +35,7 @@ from pathlib import Path
 
 from autograder.judge_interface import DEFAULT_TIMEOUT, Limits
 from autograder.judge_pool import JudgePool, JudgeServer, job, stop_politely
+from autograder.namespaces import SANDBOX_USER_MODE, isolation_mode
 from autograder.results import (
     NOT_GRADED,
     failure_results,
@@ -453,9 +454,20 @@ def grade_many(
     ``limits`` and ``timeout`` apply to every submission, as in
     :func:`grade_one`; they are checked before any grading starts
     (``ValueError``).
+
+    As root where the kernel makes no namespaces (:data:`namespaces.SANDBOX_USER_MODE`), student
+    processes of gradings side by side would share the temporary folders and System V objects of
+    one user: the judge runner then grades one submission at a time, and says so.
     """
     judge_limits(limits, timeout, runner)  # bad limits fail here, before any grading
     out_dir = Path(out_dir)
+    if jobs > 1 and runner == "judge" and isolation_mode() == SANDBOX_USER_MODE:
+        print(
+            f"grading one submission at a time, not {jobs}: the kernel makes no namespaces here, "
+            "so student processes side by side would share their temporary folders",
+            file=sys.stderr,
+        )
+        jobs = 1
     # before the first student code runs
     changed = protect_inputs([Path(s) for s in submissions], out_dir)
     try:

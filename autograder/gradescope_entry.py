@@ -41,6 +41,8 @@ def run_gradescope(root: str | Path = "/autograder", limits: Limits = Limits()) 
     :data:`GRADING_ERROR_FILE` beside it, and the cause to the staff's output.
     """
     from autograder.grading_errors import cause_of
+    from autograder.namespaces import DESCRIPTIONS
+    from autograder.results import isolation_of
 
     root = Path(root)
     results_path = root / "results" / "results.json"
@@ -66,5 +68,8 @@ def run_gradescope(root: str | Path = "/autograder", limits: Limits = Limits()) 
         )
         return results
     print(summary_line(results))
+    mode = isolation_of(results)
+    if mode is not None:
+        print(f"isolation: {DESCRIPTIONS.get(mode, mode)}")
     print(results.get("output") or "")
     return results

@@ -19,10 +19,11 @@ own results file. Here instead:
 
 A grading flows through: :mod:`autograder.submission` (the notebook and the
 cells to run) -> :mod:`autograder.student_process` (as whom:
-:mod:`autograder.sandbox_user`; in which folders: :mod:`autograder.work_folders`;
-what it leaves: :mod:`autograder.leftovers`; its processes:
-:mod:`autograder.process_tree`) -> :mod:`autograder.session` (cells, values,
-calls) -> this module (Otter's tests against those values) ->
+:mod:`autograder.sandbox_user`; in which namespaces: :mod:`autograder.namespaces`;
+in which folders: :mod:`autograder.work_folders` and
+:mod:`autograder.scratch_folder`; its processes: :mod:`autograder.process_tree`
+and :mod:`autograder.control_groups`) -> :mod:`autograder.session` (cells,
+values, calls) -> this module (Otter's tests against those values) ->
 :mod:`autograder.notes` (what the results say besides points). Gradescope
 enters at :mod:`autograder.gradescope_entry`.
 
@@ -57,7 +58,12 @@ if __name__ == "__main__":
 
 from autograder import checks, private_dirs, zygote  # noqa: E402 - after the threads are set
 from autograder.judge_interface import GRADING_ERROR_FILE, Limits, question_order  # noqa: E402,F401
-from autograder.leftovers import claim_sandbox  # noqa: E402
+from autograder.namespaces import (  # noqa: E402
+    DESCRIPTIONS,
+    NAMESPACES,
+    SAME_USER,
+    SANDBOX_USER_MODE,
+)
 from autograder.notes import (  # noqa: E402
     cell_notes,
     names_by_question,
@@ -69,8 +75,14 @@ from autograder.notes import (  # noqa: E402
 from autograder.process_tree import is_root, quietly  # noqa: E402
 from autograder.rebound import KindWatch, map_notebook  # noqa: E402
 from autograder.removal import remove_tree  # noqa: E402
-from autograder.results import failure_results, summary_line, with_limits  # noqa: E402
-from autograder.sandbox_user import sandbox_account  # noqa: E402
+from autograder.results import (  # noqa: E402
+    failure_results,
+    isolation_of,
+    summary_line,
+    with_isolation,
+    with_limits,
+)
+from autograder.sandbox_user import checked_sandbox_user, sandbox_account  # noqa: E402
 from autograder.session import Session, StudentEnvironment  # noqa: E402
 from autograder.student_process import StudentFailure, student_env  # noqa: E402
 from autograder.submission import SubmissionError, cells_to_run, load_submission  # noqa: E402
@@ -211,7 +223,7 @@ def _grade(
     cleanups: list[Callable[[], Any]] | None = None,
 ) -> dict:
     """The results of grading ``submission``. The student's processes are stopped before it returns;
-    removing what they left, the working folders and releasing the sandbox slot are appended to
+    removing the working folders and the control groups are appended to
     ``cleanups``, for the caller to run after writing the results (run here when ``cleanups`` is
     ``None``)."""
     from otter.run.run_autograder.autograder_config import AutograderConfig
@@ -234,8 +246,8 @@ def _grade(
     private_lock = contextlib.ExitStack()
     if is_root():
         # never run student code as root: it could read the references and write the results. The
-        # user is probed once its sandbox slot is held (claim_sandbox). The private folders get
-        # their modes back when the last grading running ends (autograder.private_dirs)
+        # private folders get their modes back when the last grading running ends
+        # (autograder.private_dirs)
         user = sandbox_account()
         private_lock.enter_context(private_dirs.locked([REPO / d for d in PRIVATE_DIRS]))
         _prepare_shared_cache()
@@ -247,10 +259,9 @@ def _grade(
     private.chmod(0o700)
     workdir = Path(tempfile.mkdtemp(prefix=f"submission-{os.getpid()}-", dir=parent))
     session = None
-    slot_lock = None
     try:
         if user is not None:
-            user, slot_lock = claim_sandbox(user)
+            user = checked_sandbox_user()
         if autograder_zip.is_dir():  # Gradescope's /autograder/source, already unpacked
             shutil.copytree(autograder_zip, private, dirs_exist_ok=True)
             private.chmod(0o700)  # copytree copied the source folder's mode
@@ -336,7 +347,10 @@ def _grade(
         notes.extend(restart_notes(session.restarts))
         grading.set_output("\n".join(notes))
         results = with_public_summary(grading.to_gradescope_dict(ag_config), test_files)
-        return with_limits(results, session.process.limits_hit)
+        mode = NAMESPACES if session.process.isolated else (
+            SANDBOX_USER_MODE if user is not None else SAME_USER
+        )
+        return with_isolation(with_limits(results, session.process.limits_hit), mode)
     finally:
         checks.forget_grading()  # nor holds the student's functions past it
         gc.unfreeze()
@@ -349,8 +363,6 @@ def _grade(
             later.append(lambda: quietly(os.rmdir, parent))
         # once the student's processes are stopped and what they left removed
         later.append(private_lock.close)
-        if slot_lock is not None:  # the slot is free once what its user left is gone
-            later.append(lambda: os.close(slot_lock))
         if cleanups is None:
             for cleanup in later:
                 cleanup()
@@ -416,6 +428,9 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _exit_on_signal)
     results = grade_submission(args.autograder_zip, args.submission, args.results, limits)
     print(f"{args.submission.name}: {summary_line(results)}")
+    mode = isolation_of(results)
+    if mode is not None:
+        print(f"isolation: {DESCRIPTIONS.get(mode, mode)}")
     return 0
 
 

@@ -19,11 +19,11 @@ ends.
 What carries over from one job to the next is what the judge trusts and
 computed itself: imported modules, reference values, the template of the
 warm start (which reads nothing secret and which student code, running as
-another user, cannot reach). Each grading claims its own sandbox slot, stops
-every process of its student, and removes what they left, as a one-off judge
-does. A job that runs past ``grade``'s timeout ends the server
-(:data:`signal.SIGTERM`, as for a one-off judge), and the next job starts a
-new one (:class:`autograder.judge_pool.JudgeServer`).
+another user, cannot reach). Each grading stops every process of its
+student, and removes its working folders, as a one-off judge does. A job that
+runs past ``grade``'s timeout ends the server (:data:`signal.SIGTERM`, as for a
+one-off judge), and the next job starts a new one
+(:class:`autograder.judge_pool.JudgeServer`).
 """
 
 from __future__ import annotations

@@ -9,13 +9,12 @@ permissions off them for as long as a grading runs. Gradings run at once
 records the folders' modes, the last to end gives them back, so another user
 of the machine can read the repository again once no grading runs.
 
-The bookkeeping lives in a folder only root may enter (``/run/vision-autograder``,
-where the sandbox slots' locks are): a file of the recorded modes, a lock
-file every running grading holds shared (``flock``: the kernel releases it
-when a grading dies, however it dies), and a mutex file held while a grading
-starts or ends. A grading that was killed leaves the modes file; the next
-grading to end last puts them back. Without a trustworthy folder the folders
-are locked and left so (the behaviour before this module).
+The bookkeeping lives in a folder only root may enter (``/run/vision-autograder``):
+a file of the recorded modes, a lock file every running grading holds shared
+(``flock``: the kernel releases it when a grading dies, however it dies), and a
+mutex file held while a grading starts or ends. A grading that was killed
+leaves the modes file; the next grading to end last puts them back. Without a
+trustworthy folder the folders are locked and left so.
 """
 
 from __future__ import annotations
@@ -55,7 +54,7 @@ def _folder() -> Path | None:
     folder = (
         Path("/run/vision-autograder")
         if Path("/run").is_dir()
-        else Path(tempfile.gettempdir()) / "vision-autograder-slots"
+        else Path(tempfile.gettempdir()) / "vision-autograder-private"
     )
     try:
         folder.mkdir(mode=0o700, exist_ok=True)

@@ -10,7 +10,6 @@ import os
 import signal
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from autograder import zygote
@@ -209,120 +208,6 @@ def c_library() -> Any:
 
 
 _LIBC: Any = None
-#: Where the kernel's control groups are mounted.
-CGROUP_ROOT = Path("/sys/fs/cgroup")
-#: The judge's own control groups (the line ``0::/`` says it is in cgroup v2's root).
-SELF_CGROUP = Path("/proc/self/cgroup")
-#: A student CPU group's name: this, then the pid of the judge that made it.
-CPU_GROUP_PREFIX = "vision-autograder-"
-
-
-def cpu_group_parent() -> Path | None:
-    """The folder of the CPU controller's groups: cgroup v1's ``cpu`` hierarchy, or cgroup v2's root
-    when the judge runs in it and its children have the ``cpu`` controller; ``None`` when neither is
-    there or writable (a container's read-only ``/sys/fs/cgroup``: Gradescope grades one submission
-    per container)."""
-    v1 = CGROUP_ROOT / "cpu"
-    if (v1 / "cpu.shares").is_file():
-        return v1 if os.access(v1, os.W_OK) else None
-    try:
-        in_root = "0::/" in SELF_CGROUP.read_text().splitlines()
-        enabled = "cpu" in (CGROUP_ROOT / "cgroup.subtree_control").read_text().split()
-    except OSError:
-        return None
-    return CGROUP_ROOT if in_root and enabled and os.access(CGROUP_ROOT, os.W_OK) else None
-
-
-def cpuacct_parent() -> Path | None:
-    """The folder of cgroup v1's ``cpuacct`` hierarchy when it is mounted apart from ``cpu`` and
-    writable (where the two share one, or in cgroup v2, the CPU group counts its own CPU time), else
-    ``None``."""
-    v1 = CGROUP_ROOT / "cpuacct"
-    if not (v1 / "cpuacct.usage").is_file() or (CGROUP_ROOT / "cpu" / "cpuacct.usage").is_file():
-        return None
-    return v1 if os.access(v1, os.W_OK) else None
-
-
-def group_cpu_seconds(group: Path) -> float | None:
-    """The CPU seconds the processes of ``group`` used since it was made, ended ones included (the
-    kernel's count: cgroup v1's ``cpuacct.usage``, cgroup v2's ``usage_usec`` in ``cpu.stat``);
-    ``None`` if it has neither (cgroup v1's ``cpu`` hierarchy mounted apart from ``cpuacct``) or it
-    cannot be read."""
-    try:
-        if (group / "cpuacct.usage").is_file():
-            return int((group / "cpuacct.usage").read_text()) / 1e9
-        for line in (group / "cpu.stat").read_text().splitlines():
-            if line.startswith("usage_usec "):
-                return int(line.split()[1]) / 1e6
-    except (OSError, ValueError):
-        return None
-    return None
-
-
-def make_cpu_group(parent: Path | None = None) -> Path | None:
-    """This judge's CPU group for the student's processes (made if needed), or ``None`` where there
-    is none; in ``parent`` (another hierarchy, :func:`cpuacct_parent`) if given.
-
-    The kernel shares the CPU between sessions (``sched_autogroup``), so a
-    submission that starts many busy loops, each in a session of its own
-    (``setsid``), would starve a submission graded beside it (``grade --jobs
-    2``). In a group of their own, all of a student's processes together weigh as much
-    as one session; a process cannot leave the group (only root may move
-    it). Groups of judges that no longer run are removed first.
-    """
-    parent = parent or cpu_group_parent()
-    if parent is None:
-        return None
-    try:
-        names = [
-            entry.name for entry in os.scandir(parent) if entry.name.startswith(CPU_GROUP_PREFIX)
-        ]
-    except OSError:
-        names = []
-    for name in names:
-        judge_pid = name[len(CPU_GROUP_PREFIX) :]
-        if (
-            judge_pid.isdigit()
-            and int(judge_pid) != os.getpid()
-            and not Path(f"/proc/{judge_pid}").exists()
-        ):
-            # its judge was killed
-            abandoned = parent / name
-            kill_until_gone(lambda g=abandoned: group_members(g), rounds=50, pause=0.02)
-            quietly(os.rmdir, parent / name)
-    group = parent / f"{CPU_GROUP_PREFIX}{os.getpid()}"
-    try:
-        group.mkdir(mode=0o755, exist_ok=True)
-    except OSError:
-        return None
-    return group
-
-
-def group_members(group: Path | None) -> list[int]:
-    """The processes in the CPU ``group`` (none for no group): every process the student started,
-    whatever user it runs as now."""
-    if group is None:
-        return []
-    try:
-        return [
-            int(line) for line in (group / "cgroup.procs").read_text().split() if line.isdigit()
-        ]
-    except OSError:
-        return []
-
-
-def join_cpu_group(group: Path | None, pid: int) -> bool:
-    """Move process ``pid`` (all its threads) into ``group``; whether it was moved."""
-    if group is None:
-        return False
-    try:
-        with open(group / "cgroup.procs", "w") as f:
-            f.write(str(pid))
-        return True
-    except OSError:
-        return False
-
-
 def first_for_the_oom_killer(pid: int) -> None:
     """Make the student process, and every process it starts, the first the kernel's out-of-memory
     killer stops (``oom_score_adj`` 1000, which only a privileged process can lower), before it runs

@@ -2,7 +2,7 @@
 (each folder is opened with ``O_NOFOLLOW`` relative to its parent), and the depth of the tree costs
 no recursion (each folder met is moved into a staging folder named :data:`STAGING_PREFIX`, which
 only root may write to). Failures are ignored: what cannot be removed stays, and the next grading's
-sweep (:mod:`autograder.work_folders`, :mod:`autograder.leftovers`) tries again.
+sweep (:mod:`autograder.work_folders`) tries again.
 """
 
 from __future__ import annotations

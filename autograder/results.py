@@ -97,3 +97,21 @@ def limits_of(results: dict) -> list[tuple[str, str]]:
         and isinstance(entry.get("kind"), str)
         and isinstance(entry.get("message"), str)
     ]
+
+
+#: The key of ``extra_data`` that says how the student's code was isolated
+#: (:func:`autograder.namespaces.isolation_mode`).
+ISOLATION_KEY = "isolation"
+
+
+def with_isolation(results: dict, mode: str) -> dict:
+    """``results`` with the isolation ``mode`` its student code ran in, in its ``extra_data``."""
+    results.setdefault("extra_data", {})[ISOLATION_KEY] = mode
+    return results
+
+
+def isolation_of(results: dict) -> str | None:
+    """The isolation mode :func:`with_isolation` wrote, ``None`` where there is none."""
+    extra = results.get("extra_data") if isinstance(results, dict) else None
+    mode = extra.get(ISOLATION_KEY) if isinstance(extra, dict) else None
+    return mode if isinstance(mode, str) else None

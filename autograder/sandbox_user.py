@@ -1,8 +1,9 @@
-"""Who a student process runs as when grading runs as root: :data:`SANDBOX_USER` for the first
-grading on the machine, the unnamed user ``SLOT_UID_BASE + n`` for the n-th at the same time (one
-grading cannot read, signal or trace another's student process). A probe checks that the user can
-run this installation's Python before a grading relies on it; :func:`lock_down` makes the folders
-it must not read unreadable to other users.
+"""Who a student process runs as when grading runs as root: :data:`SANDBOX_USER`, in every
+grading on the machine (gradings side by side are kept apart by their namespaces,
+:mod:`autograder.namespaces`; without them ``grade`` grades one submission at a time). A probe
+checks that the user can run this installation's Python before a grading relies on it
+(:func:`checked_sandbox_user`); :func:`lock_down` makes the folders it must not read unreadable to
+other users.
 """
 
 from __future__ import annotations
@@ -12,18 +13,11 @@ import pwd
 import stat
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 from autograder.process_tree import is_root
 
 SANDBOX_USER = "nobody"
-#: Student processes of gradings that run at the same time on one machine run
-#: as different users, so that one cannot read, write, signal or trace
-#: another's: the first holds :data:`SANDBOX_USER`, the n-th the unnamed user
-#: (and group) id ``SLOT_UID_BASE + n``, which has the same rights as "other".
-SLOT_UID_BASE = 64900
-MAX_SLOTS = 32
 
 
 def lock_down(paths: list[Path]) -> list[str]:
@@ -43,7 +37,7 @@ _USER_CHECKED: set[int] = set()
 
 
 def sandbox_account() -> pwd.struct_passwd:
-    """The passwd entry of :data:`SANDBOX_USER`, whose uid is slot 0 of :func:`claim_sandbox`.
+    """The passwd entry of :data:`SANDBOX_USER`.
 
     Raises :class:`RuntimeError` when there is no such user (student code is never run as root)."""
     try:
@@ -69,10 +63,9 @@ def user_problem(uid: int, gid: int) -> str | None:
 
 
 def _sandbox_user() -> pwd.struct_passwd | None:
-    """The unprivileged user student code runs as, when grading runs as root and it can run Python.
-
-    A check for tests and tools: a grading probes the slot it claims instead
-    (:func:`claim_sandbox`)."""
+    """The unprivileged user student code runs as, when grading runs as root and it can run Python
+    (``None`` otherwise). A check for tests and tools: a grading calls
+    :func:`checked_sandbox_user`."""
     if not is_root():
         return None
     try:
@@ -109,9 +102,17 @@ def _probe_user(uid: int, gid: int) -> str | None:
         return f"{type(err).__name__}: {err}"
 
 
-def slot_folder() -> Path:
-    """Where the sandbox slots' lock files are (:func:`claim_sandbox`): a folder of root's that
-    every grading on this machine, whatever its checkout, shares."""
-    if Path("/run").is_dir():
-        return Path("/run/vision-autograder")
-    return Path(tempfile.gettempdir()) / "vision-autograder-slots"
+def checked_sandbox_user() -> pwd.struct_passwd:
+    """The passwd entry student code runs as when grading runs as root, probed once per judge.
+
+    Raises :class:`RuntimeError` when there is no such user or it cannot run this package: student
+    code is never run as root."""
+    user = sandbox_account()
+    problem = user_problem(user.pw_uid, user.pw_gid)
+    if problem is not None:
+        raise RuntimeError(
+            f"grading as root, but user {user.pw_name!r} cannot run {sys.executable} with this "
+            f"package ({problem}); bin/install makes the interpreter's folders traversable; "
+            "student code is never run as root"
+        )
+    return user

@@ -21,41 +21,28 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from autograder import channel, zygote
+from autograder import channel, namespaces, scratch_folder, zygote
+from autograder.control_groups import StudentGroups, join_cpu_group
 from autograder.judge_interface import Limits
-from autograder.leftovers import (
-    MAX_SHARE_SECONDS,
-    SharedMemoryKept,
-    SharedMemoryTooLarge,
-    TooManyFiles,
-    count_leftovers,
-    remove_dev_shm_entries,
-    remove_shared_memory_files,
-    shared_memory_kb,
-    walk_shared_memory,
-)
 from autograder.process_tree import (
     MAX_FILES_LOOKED_AT,
     TreeCpu,
     become_subreaper,
     c_library,
-    cpuacct_parent,
     first_for_the_oom_killer,
-    group_cpu_seconds,
-    group_members,
     has_live_threads,
-    join_cpu_group,
     kill_until_gone,
     limit_resources,
     limit_resources_as_other_user,
-    make_cpu_group,
     process_table,
     proportional_kb,
-    quietly,
     resident_kb,
 )
-from autograder.sandbox_user import SANDBOX_USER
+from autograder.scratch_folder import TooManyFiles
 
+#: Reading every process's proportional share may take this long (seconds); past it resident memory
+#: counts.
+MAX_SHARE_SECONDS = 1.0
 #: The limits a student process can be stopped or interrupted by, as results name them
 #: (:attr:`StudentProcess.limits_hit`): a cell's or a call's CPU seconds (or its wall-clock
 #: backstop), starting up, memory, the files and folders it keeps, the whole-run deadline.
@@ -112,12 +99,8 @@ class StudentProcess:
         self.proc: subprocess.Popen | None = None
         self.sock: socket.socket | None = None
         self.generation = 0
-        #: the CPU group its processes share when sandboxed (:func:`make_cpu_group`), removed when
-        #: it stops
-        self.cpu_group: Path | None = None
-        #: the group that counts their CPU time, when cgroup v1 mounts ``cpuacct`` apart from
-        #: ``cpu``
-        self.cpuacct_group: Path | None = None
+        #: the control groups its processes share when sandboxed, removed when it stops
+        self.groups = StudentGroups()
         #: when (``time.monotonic()``) the whole-run deadline comes: no request waits past it
         self.deadline_at: float | None = None
         #: why the last request's cell was interrupted (SIGINT), if it was, and by which kind of
@@ -128,28 +111,16 @@ class StudentProcess:
         #: ``(kind, what happened)`` (:data:`LIMIT_KINDS`), for the results' ``extra_data``
         self.limits_hit: list[tuple[str, str]] = []
         self._tree_cpu = TreeCpu()
-        #: the shared memory the sandbox user held before this grading, which is neither the
-        #: student's to count nor the judge's to remove: ``nobody``'s (slot 0) may be another
-        #: service's
-        self.kept = SharedMemoryKept()
+        self._oom_kills = 0  # the memory group's, when this process started
         #: the entries of the scratch folder before the notebook ran (:meth:`start`)
-        self.staged: SharedMemoryKept | None = None
-        if user is not None and user.pw_name == SANDBOX_USER:
-            self.kept = SharedMemoryKept.now(user.pw_uid)
+        self.staged: frozenset | None = None
+        #: in namespaces of its own, with private temporary folders (:mod:`autograder.namespaces`)
+        self.isolated = user is not None and namespaces.available()
 
     # -- life cycle
     def start(self) -> None:
-        if (
-            self.user is not None and self.staged is None
-        ):  # the notebook and its support files, as staged
-            self.staged = SharedMemoryKept(
-                {
-                    (info.st_dev, info.st_ino): 0
-                    for _, _, info, _ in walk_shared_memory(
-                        self.user.pw_uid, bounded=False, folder=str(self.workdir)
-                    )
-                }
-            )
+        if self.user is not None and self.staged is None:  # the notebook and its support files
+            self.staged = scratch_folder.staged(self.user.pw_uid, self.workdir)
         judge_end, student_end = socket.socketpair()
         env = student_env(self.workdir)
         kwargs: dict[str, Any] = {}
@@ -157,19 +128,24 @@ class StudentProcess:
         if self.user is not None:
             kwargs.update(user=self.user.pw_uid, group=self.user.pw_gid, extra_groups=[])
         # before it runs a cell: every process it starts stays in the group
-        if self.user is not None:
-            self.cpu_group = self.cpu_group or make_cpu_group()
-            uncounted = self.cpu_group is not None and group_cpu_seconds(self.cpu_group) is None
-            if uncounted and cpuacct_parent():
-                self.cpuacct_group = self.cpuacct_group or make_cpu_group(cpuacct_parent())
-        groups = [group for group in (self.cpu_group, self.cpuacct_group) if group is not None]
+        groups = self.groups.make(self.limits.memory_mb) if self.user is not None else []
         become_subreaper()  # the warm student process (forked by the template) is re-parented here
         ready_within = self.limits.startup_seconds * WALL_FACTOR  # for the template's imports, once
         if self.deadline_at is not None:
             ready_within = max(1.0, min(ready_within, self.deadline_at - time.monotonic()))
-        spec = zygote.student_spec(self.workdir, env, self.user, MAX_FILES_LOOKED_AT, groups)
+        isolated = None
+        if self.isolated:
+            isolated = {"read_only": namespaces.read_only_paths(env),
+                        "private_mb": self.limits.memory_mb}
+        spec = zygote.student_spec(
+            self.workdir, env, self.user, MAX_FILES_LOOKED_AT, groups, isolated,
+            processes_counted=self.groups.pids is not None,
+        )
         self.proc = zygote.spawn(student_end, spec, env, ready_within)
-        if self.proc is None:  # the cold start
+        if self.proc is None and isolated is not None:  # cold, and in namespaces all the same
+            # the grader's fault when it cannot (OSError, ValueError): a grading error
+            self.proc = zygote.spawn_cold(student_end, spec, env, ready_within)
+        elif self.proc is None:  # the cold start
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "autograder.worker", str(student_end.fileno())],
                 cwd=self.workdir,
@@ -189,10 +165,11 @@ class StudentProcess:
         for group in groups:
             join_cpu_group(group, self.proc.pid)
         self._tree_cpu = TreeCpu()
+        self._oom_kills = self.groups.oom_kills()
         student_end.close()
         self.sock = judge_end
         self.generation += 1
-        warm = isinstance(self.proc, zygote.Forked)
+        warm = isinstance(self.proc, zygote.Forked) and self.proc.warm
         try:
             header, _ = self._wait(
                 self.limits.startup_seconds, what="starting the student process", limit="startup"
@@ -225,16 +202,8 @@ class StudentProcess:
             self.clean()
 
     def clean(self) -> None:
-        """Remove what the sandbox user left (shared memory, System V objects, files in
-        :data:`LEFTOVER_FOLDERS`) and the CPU group, once its processes are stopped."""
-        if self.user is not None:
-            remove_shared_memory_files(self.user.pw_uid, self.kept)
-        if self.cpu_group is not None:
-            quietly(os.rmdir, self.cpu_group)  # empty now; a restart makes it again
-            self.cpu_group = None
-        if self.cpuacct_group is not None:
-            quietly(os.rmdir, self.cpuacct_group)
-            self.cpuacct_group = None
+        """Remove the control groups, once the student's processes are stopped."""
+        self.groups.remove()
 
     @property
     def alive(self) -> bool:
@@ -255,7 +224,7 @@ class StudentProcess:
         table = process_table()
         roots = [
             self.proc.pid,
-            *group_members(self.cpu_group),
+            *self.groups.members(),
         ]  # the group holds them whatever user they became
         if self.user is not None:
             roots += [
@@ -280,16 +249,14 @@ class StudentProcess:
     def cpu_seconds(self, tree: bool = True) -> float | None:
         """A running count of the CPU seconds (user and system) the student's processes used (only
         differences mean anything): what the kernel counted for their control group
-        (:func:`group_cpu_seconds`) when they have one, else the sum over the process tree
+        (:meth:`StudentGroups.cpu_seconds`) when they have one, else the sum over the process tree
         (:class:`TreeCpu`; only with ``tree``, which costs a scan of ``/proc``: ``None`` without). A
         busy loop counts; sleeping, waiting and other processes' load do not."""
         if self.proc is None:
             return 0.0
-        group = self.cpuacct_group or self.cpu_group
-        if group is not None:
-            seconds = group_cpu_seconds(group)
-            if seconds is not None:
-                return seconds
+        seconds = self.groups.cpu_seconds()
+        if seconds is not None:
+            return seconds
         return self._tree_cpu.seconds(self._student_pids(zombies=True)) if tree else None
 
     def _kill_descendants(self) -> None:
@@ -306,23 +273,31 @@ class StudentProcess:
 
     # -- requests
     def _memory_mb(self, tree: bool = False) -> float:
-        """Memory of the worker, or (``tree``) of every process the student started, in MB.
+        """Memory of the student's processes in MB; with ``tree``, the files it keeps in its
+        scratch folder are counted too (:func:`scratch_folder.count`: on disk, not memory, but
+        bounded so that removing them stays quick).
 
-        Each process's resident memory and page tables (``VmRSS``, ``VmPTE``),
-        which cost little to read. For the tree, where that passes the limit,
-        the proportional share (``Pss``) replaces resident memory: it counts a
-        page that processes share once, where forked processes (a
-        ``DataLoader``'s workers) share their parent's pages until they write
-        them, where summed resident memory would count them once per worker
-        (four workers would take an honest notebook past 3 GB). A process
-        whose share cannot be read counts its resident memory, and so does the
-        whole tree when reading the shares takes more than
-        :data:`MAX_SHARE_SECONDS` (one file mapped a thousand times makes the
-        read slow). The tree also counts the
-        files in shared memory its processes hold or its user owns
-        (``memfd``, ``/dev/shm``), which belong to no process's resident
-        memory.
+        Where they have a memory group, what the kernel counts for it
+        (:meth:`StudentGroups.memory_mb`: their own pages, pages that forked
+        processes share counted once, and the shared memory, tmpfs files and
+        System V segments they made), which costs one read. Elsewhere (a
+        container, whose own memory limit holds what no process holds), the
+        worker's resident memory and page tables (``VmRSS``, ``VmPTE``), or with
+        ``tree`` every process's, with the private folders' files in
+        namespaces. Where the tree's sum passes the limit, the proportional share
+        (``Pss``) replaces resident memory: forked processes (a ``DataLoader``'s
+        workers) share their parent's pages until they write them, where summed
+        resident memory would count them once per worker (four workers would
+        take an honest notebook past 3 GB). A process whose share cannot be read
+        counts its resident memory, and so does the whole tree when reading the
+        shares takes more than :data:`MAX_SHARE_SECONDS` (one file mapped a
+        thousand times makes the read slow).
         """
+        if tree and self.user is not None:
+            scratch_folder.count(self.user.pw_uid, self.workdir, self.staged or frozenset())
+        counted = self.groups.memory_mb()
+        if counted is not None:
+            return counted
         if not tree:
             return sum(resident_kb(self.proc.pid)[:2]) / 1024 if self.proc else 0.0
         # measured twice when over the limit, the smaller kept: a process that forks or ends while
@@ -332,18 +307,13 @@ class StudentProcess:
         return first if first <= self.limits.memory_mb else min(first, self._tree_memory_mb())
 
     def _tree_memory_mb(self) -> float:
-        """:meth:`_memory_mb` of every process the student started, once."""
+        """:meth:`_memory_mb` of every process the student started, once, without a memory
+        group."""
         pids = self._student_pids()
         resident = {pid: resident_kb(pid) for pid in pids}
         total = sum(kb + tables for kb, tables, _ in resident.values())
-        total += shared_memory_kb(
-            pids,
-            self.user.pw_uid if self.user is not None else None,
-            {pid: owner for pid, (_, _, owner) in resident.items()},
-            self.kept,
-        )
-        if self.user is not None:  # on disk, not memory: counted so that removing them stays quick
-            count_leftovers(self.user.pw_uid, self.kept, self.workdir)
+        if self.isolated and self.proc is not None:  # files in its private tmpfs folders
+            total += namespaces.private_folders_kb(self.proc.pid)
         if total / 1024 <= self.limits.memory_mb:
             return total / 1024
         started = time.monotonic()
@@ -422,7 +392,10 @@ class StudentProcess:
                         code = self.proc.wait(timeout=2) if self.proc else None
                     except subprocess.TimeoutExpired:
                         code = None
+                    killed = self.groups.oom_kills() > self._oom_kills
                     self.stop()
+                    if killed:
+                        raise self._over_memory(what) from None
                     raise StudentFailure(
                         f"the student process ended while {what}"
                         + (f" (exit code {code})" if code is not None else f" ({err})")
@@ -473,24 +446,32 @@ class StudentProcess:
         else the worker's)."""
         if self.proc.poll() is not None:
             code = self.proc.returncode
+            killed = self.groups.oom_kills() > self._oom_kills
             self.stop()
+            if killed:  # by the kernel, at the memory group's hard limit
+                raise self._over_memory(what)
             raise StudentFailure(f"the student process ended while {what} (exit code {code})")
         try:
             used = self._memory_mb(tree=tree)
-        except SharedMemoryTooLarge as err:
+        except TooManyFiles as err:
             self.stop()
-            if isinstance(err, TooManyFiles) and self.user is not None:
+            if self.user is not None:
                 # the scratch folder back as staged: the replay would start over the limit, and stop
                 # at once
-                remove_dev_shm_entries(self.user.pw_uid, self.staged, folder=str(self.workdir))
+                scratch_folder.restore(self.user.pw_uid, self.workdir, self.staged or frozenset())
             raise self.stopped_by("files", f"it {err} while {what}, and was stopped") from None
         if used > self.limits.memory_mb:
             self.stop()
-            raise self.stopped_by(
-                "memory",
-                f"it used more than {self.limits.memory_mb} MB of memory while {what}, "
-                "and was stopped",
-            )
+            raise self._over_memory(what)
+
+    def _over_memory(self, what: str) -> StudentFailure:
+        """The failure of a student process stopped past its memory limit, by the judge or by the
+        kernel (the memory group's hard limit)."""
+        return self.stopped_by(
+            "memory",
+            f"it used more than {self.limits.memory_mb} MB of memory while {what}, "
+            "and was stopped",
+        )
 
     def request(
         self,

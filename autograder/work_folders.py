@@ -6,17 +6,13 @@ cleaning up abandoned (its judge killed), once no process of it is left.
 from __future__ import annotations
 
 import os
-import pwd
 import re
 import stat
 import tempfile
-import time
 from pathlib import Path
 
-from autograder.leftovers import remove_abandoned_staging
 from autograder.process_tree import is_root
 from autograder.removal import remove_tree
-from autograder.sandbox_user import MAX_SLOTS, SANDBOX_USER, SLOT_UID_BASE
 
 #: Where each grading's working folders (the judge's private copy of the autograder, the student's
 #: folder) are made, in the temporary folder, when grading runs as root: root's, mode 0711, which no
@@ -47,8 +43,6 @@ def work_parent() -> tuple[Path, bool]:
             if stat.S_IMODE(info.st_mode) != 0o711:
                 os.chmod(parent, 0o711, follow_symlinks=False)
             _remove_abandoned(parent)
-            _remove_abandoned_in_the_open(base)
-            remove_abandoned_staging()
             return parent, False
     except OSError:
         pass
@@ -74,47 +68,3 @@ def _remove_abandoned(parent: Path) -> None:
             remove_tree(parent / name)
         except (PermissionError, OverflowError, ValueError):
             continue
-
-
-#: A working folder as earlier versions made it, in the temporary folder itself, where every user
-#: may list it.
-_OPEN_WORK_NAME = re.compile(r"^(judge|submission)-[a-z0-9_]{8}$")
-#: Seconds after its last change that such a folder is taken as abandoned: longer than any grading
-#: runs.
-ABANDONED_AFTER_SECONDS = 3600.0
-
-
-def _remove_abandoned_in_the_open(base: Path) -> None:
-    """Remove the working folders earlier versions left in the temporary folder ``base`` when their
-    judge was killed (a student run as the same user could read the notebook in one): the judge's
-    (root's) and the student's (``nobody``'s or a slot's), unchanged for
-    :data:`ABANDONED_AFTER_SECONDS`."""
-    sandbox = set()
-    try:
-        sandbox.add(pwd.getpwnam(SANDBOX_USER).pw_uid)
-    except KeyError:
-        pass
-    now = time.time()
-    try:
-        entries = list(os.scandir(base))
-    except OSError:
-        return
-    for entry in entries:
-        match = _OPEN_WORK_NAME.match(entry.name)
-        if match is None:
-            continue
-        try:
-            info = entry.stat(follow_symlinks=False)
-        except OSError:
-            continue
-        owner_fits = (
-            info.st_uid == 0
-            if match.group(1) == "judge"
-            else (info.st_uid in sandbox or SLOT_UID_BASE < info.st_uid < SLOT_UID_BASE + MAX_SLOTS)
-        )
-        if (
-            stat.S_ISDIR(info.st_mode)
-            and owner_fits
-            and now - info.st_mtime > ABANDONED_AFTER_SECONDS
-        ):
-            remove_tree(base / entry.name)

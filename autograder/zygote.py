@@ -45,7 +45,8 @@ from typing import Any
 #: What the template imports before it forks: the libraries a notebook and the worker load.
 PRELOADED = ("numpy", "torch", "torchvision", "matplotlib", "matplotlib.pyplot", "IPython",
              "IPython.core.interactiveshell", "autograder.channel", "autograder.encoding",
-             "autograder.tensor_payload", "autograder.kinds", "autograder.worker")
+             "autograder.tensor_payload", "autograder.kinds", "autograder.worker",
+             "autograder.namespaces")
 #: Largest message between the judge and the template (the student's environment is the largest).
 MAX_MESSAGE = 1 << 16
 PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS = 1, 38
@@ -60,8 +61,9 @@ class Forked:
     """The student process forked by the template, re-parented to the judge: the part of
     ``subprocess.Popen`` that :class:`autograder.student_process.StudentProcess` uses."""
 
-    def __init__(self, pid: int):
-        self.pid, self.returncode = pid, None
+    def __init__(self, pid: int, warm: bool = True):
+        #: ``warm``: forked by the template that imported the libraries (not :func:`spawn_cold`)
+        self.pid, self.returncode, self.warm = pid, None, warm
 
     def poll(self) -> int | None:
         if self.returncode is None:
@@ -97,9 +99,10 @@ class Forked:
 
 
 class Template:
-    """The template process and the judge's end of its socket."""
+    """The template process and the judge's end of its socket; with ``preload`` false, a template
+    that imports nothing first (:func:`spawn_cold`)."""
 
-    def __init__(self, env: dict[str, str]):
+    def __init__(self, env: dict[str, str], preload: bool = True):
         import ctypes
 
         libc = ctypes.CDLL(None, use_errno=True)  # before the fork: preexec_fn imports nothing
@@ -108,7 +111,8 @@ class Template:
         self.ready = False
         try:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "autograder.zygote", str(template_end.fileno())],
+                [sys.executable, "-m", "autograder.zygote", str(template_end.fileno()),
+                 *([] if preload else ["--cold"])],
                 cwd="/", env=env, pass_fds=(template_end.fileno(),), stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
                 preexec_fn=lambda: libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0))
@@ -191,6 +195,21 @@ def spawn(channel_end: socket.socket, spec: dict, env: dict[str, str],
         return None
 
 
+def spawn_cold(channel_end: socket.socket, spec: dict, env: dict[str, str],
+               startup_seconds: float) -> Forked:
+    """A student process started cold in namespaces of its own: forked, as :func:`spawn` does, by
+    a template of its own that imports nothing first (the student process imports what it needs,
+    as a cold start does) and ends once it has forked. Raises ``OSError`` or ``ValueError`` when
+    it cannot."""
+    template = Template(_template_env(env), preload=False)
+    try:
+        forked = template.spawn(channel_end, spec, startup_seconds)
+    finally:
+        template.stop()
+    forked.warm = False
+    return forked
+
+
 def go_cold(reason: str) -> None:
     """Stop the template and start student processes cold from now on, saying why on stderr."""
     global _TEMPLATE, _COLD_BECAUSE
@@ -230,7 +249,8 @@ def _template_env(env: dict[str, str]) -> dict[str, str]:
 def student_rlimits(sandboxed: bool, max_files: int) -> list[tuple[int, int]]:
     """The resource limits of the student process, warm or cold (:func:`set_rlimits`): no core
     dumps, files of at most 512 MB, ``max_files`` open files, and when ``sandboxed`` at most 256
-    processes of the sandbox user (no fork bombs)."""
+    processes of the sandbox user (no fork bombs; where a process-count group bounds the student's
+    own, :data:`autograder.control_groups.MAX_PROCESSES`, it is not set)."""
     limits = [(resource.RLIMIT_CORE, 0), (resource.RLIMIT_FSIZE, 512 * 1024 * 1024),
               (resource.RLIMIT_NOFILE, max_files)]
     return limits + [(resource.RLIMIT_NPROC, 256)] if sandboxed else limits
@@ -249,13 +269,13 @@ def set_rlimits(rlimits: list[tuple[int, int]]) -> None:
 
 
 # -- the template's side
-def main(fd: int) -> None:
-    """The template: import, say ready, then fork one student process per request until the judge
-    closes the socket."""
+def main(fd: int, preload: bool = True) -> None:
+    """The template: import (with ``preload``), say ready, then fork one student process per
+    request until the judge closes the socket."""
     import gc
     import importlib
 
-    for name in PRELOADED:
+    for name in PRELOADED if preload else ():
         importlib.import_module(name)
     gc.collect()
     gc.freeze()  # the collector then leaves the imported objects' pages shared with the children
@@ -291,6 +311,11 @@ def _fork_student(spec: dict, channel_fd: int, control_fd: int) -> int:
     if middle == 0:
         try:
             os.close(read_end)
+            if spec.get("namespaces"):  # its next child is the first process of a PID namespace
+                from autograder import namespaces
+
+                namespaces.unshare()
+            spec = {**spec, "middle_pid": os.getpid()}  # as the judge sees it
             student = os.fork()
             if student == 0:
                 os.close(write_end)
@@ -328,10 +353,11 @@ def _set_up(spec: dict, channel_fd: int, control_fd: int) -> None:
     import matplotlib
 
     os.close(control_fd)  # the template's socket: the student never talks to the template
-    judge, middle = int(spec["judge_pid"]), os.getppid()
-    while os.getppid() == middle:  # until the intermediate has exited
+    isolated = bool(spec.get("namespaces"))
+    judge, middle = int(spec["judge_pid"]), int(spec["middle_pid"])
+    while _parent_pid(isolated) == middle:  # until the intermediate has exited
         time.sleep(0.001)
-    if os.getppid() != judge:
+    if _parent_pid(isolated) != judge:
         os._exit(1)  # the judge is not a subreaper, or has died
     os.setsid()
     devnull = os.open(os.devnull, os.O_RDWR)
@@ -359,29 +385,59 @@ def _set_up(spec: dict, channel_fd: int, control_fd: int) -> None:
                 f.write(text)
         except OSError:
             pass
+    status_fd = None
+    if isolated:  # the judge's /proc, kept to read the parent's pid once /proc is the namespace's
+        from autograder import namespaces
+
+        status_fd = os.open("/proc/self/status", os.O_RDONLY | os.O_CLOEXEC)
+        namespaces.enter(spec["cwd"], spec["read_only"], int(spec["private_mb"]))
+        os.chdir(spec["cwd"])  # the folder as bound: its ``..`` is the private /tmp's
     if spec.get("uid") is not None:
         os.setgroups([])
         os.setgid(int(spec["gid"]))
         os.setuid(int(spec["uid"]))
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)  # after setuid, which clears it
-    if os.getppid() != judge:
+    if _parent_pid(isolated, status_fd) != judge:
         os._exit(1)  # the judge died before the signal was set
+    if status_fd is not None:
+        os.close(status_fd)
     libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
     set_rlimits(spec["rlimits"])
 
 
+def _parent_pid(isolated: bool, status_fd: int | None = None) -> int:
+    """The student process's parent as the judge sees it: in its own PID namespace (``isolated``,
+    where ``getppid`` says 0) read from the judge's ``/proc`` (``status_fd`` once that is
+    hidden)."""
+    if not isolated:
+        return os.getppid()
+    from autograder.namespaces import host_parent_pid
+
+    if status_fd is not None:
+        return host_parent_pid(status_fd)
+    fd = os.open("/proc/self/status", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        return host_parent_pid(fd)
+    finally:
+        os.close(fd)
+
+
 def student_spec(workdir: Path, env: dict[str, str], user: Any, max_files: int,
-                 groups: list[Path]) -> dict:
+                 groups: list[Path], isolated: dict | None = None,
+                 processes_counted: bool = False) -> dict:
     """The request for one student process (:func:`_set_up`) from what the cold start passes to
     ``Popen``: ``user`` a passwd entry or ``None`` (same user as the judge), ``groups`` the control
-    groups it joins."""
+    groups it joins, ``isolated`` (in its own namespaces) the paths bound read-only into its
+    private folders (``read_only``) and their size (``private_mb``); ``processes_counted``: one of
+    the groups bounds its processes, so the sandbox user's process limit is not set."""
     return {"judge_pid": os.getpid(), "cwd": str(workdir), "env": env,
+            "namespaces": isolated is not None, **(isolated or {}),
             "groups": [str(group / "cgroup.procs") for group in groups],
             "uid": None if user is None else user.pw_uid,
             "gid": None if user is None else user.pw_gid,
-            "rlimits": student_rlimits(user is not None, max_files)}
+            "rlimits": student_rlimits(user is not None and not processes_counted, max_files)}
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]))
+    main(int(sys.argv[1]), preload="--cold" not in sys.argv[2:])

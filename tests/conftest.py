@@ -69,3 +69,36 @@ def pytest_collection_modifyitems(config, items):
         if dropped:
             config.hook.pytest_deselected(items=dropped)
             items[:] = keep
+
+
+def host_pid(student: int, pid: int) -> int:
+    """The judge's pid of the process a cell of the student process ``student`` knows as ``pid``:
+    in namespaces of its own (:mod:`autograder.namespaces`) its processes have pids of their own;
+    otherwise ``pid`` itself."""
+    import os
+
+    own = os.readlink(f"/proc/{student}/ns/pid")
+    if own == os.readlink("/proc/self/ns/pid"):
+        return pid
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            if os.readlink(f"/proc/{entry}/ns/pid") != own:
+                continue
+            status = Path(f"/proc/{entry}/status").read_text()
+        except OSError:
+            continue
+        nested = next(line.split()[1:] for line in status.splitlines() if line.startswith("NSpid:"))
+        if int(nested[-1]) == pid:
+            return int(entry)
+    raise LookupError(f"no process {pid} in the PID namespace of process {student}")
+
+
+@pytest.fixture
+def without_namespaces(monkeypatch):
+    """Grading as root where the kernel refuses namespaces: the student process runs as the sandbox
+    user, without namespaces (:data:`autograder.namespaces.SANDBOX_USER_MODE`)."""
+    from autograder import namespaces
+
+    monkeypatch.setenv(namespaces.NAMESPACES_ENV, "0")

@@ -19,7 +19,7 @@ import time
 
 import pytest
 
-from autograder import process_tree, sandbox_user, student_process
+from autograder import control_groups, process_tree, sandbox_user, student_process
 from autograder.judge_interface import Limits
 from autograder.notes import _names_set_by, note_stopped_cells
 from autograder.session import Session
@@ -119,10 +119,10 @@ def test_a_sandboxed_students_escaped_child_counts(far_backstop, monkeypatch, cg
     import tempfile
     from pathlib import Path
 
-    if os.geteuid() != 0 or (cgroup and process_tree.cpu_group_parent() is None):
+    if os.geteuid() != 0 or (cgroup and control_groups.cpu_group_parent() is None):
         pytest.skip("the sandbox needs root, the CPU group a writable CPU controller")
     if not cgroup:
-        monkeypatch.setattr(process_tree, "cpu_group_parent", lambda: None)
+        monkeypatch.setattr(control_groups, "cpu_group_parent", lambda: None)
     user = pwd.getpwnam(sandbox_user.SANDBOX_USER)
     parent = Path(tempfile.mkdtemp(prefix="sandboxed-"))
     parent.chmod(0o711)
@@ -138,8 +138,8 @@ def test_a_sandboxed_students_escaped_child_counts(far_backstop, monkeypatch, cg
             time.monotonic() + 600,
         )
         session.process.start()
-        group = session.process.cpuacct_group or session.process.cpu_group
-        counted = None if group is None else process_tree.group_cpu_seconds(group)
+        group = session.process.groups.cpuacct or session.process.groups.cpu
+        counted = None if group is None else control_groups.group_cpu_seconds(group)
         session.process.stop()
         session = _run(workdir, session.cells, session.limits, user)
     finally:
@@ -272,7 +272,7 @@ def test_the_names_a_cell_sets_are_read_from_its_code(source, expected):
 def test_a_groups_cpu_seconds_are_read_where_the_kernel_counts_them(tmp_path, files, expected):
     for name, text in files.items():
         (tmp_path / name).write_text(text)
-    assert process_tree.group_cpu_seconds(tmp_path) == expected
+    assert control_groups.group_cpu_seconds(tmp_path) == expected
 
 
 @pytest.mark.parametrize(
@@ -288,5 +288,5 @@ def test_a_separate_cpuacct_hierarchy_is_found(files, expected, tmp_path, monkey
     for name, text in files.items():
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(text)
-    monkeypatch.setattr(process_tree, "CGROUP_ROOT", tmp_path)
-    assert process_tree.cpuacct_parent() == (None if expected is None else tmp_path / expected)
+    monkeypatch.setattr(control_groups, "CGROUP_ROOT", tmp_path)
+    assert control_groups.cpuacct_parent() == (None if expected is None else tmp_path / expected)

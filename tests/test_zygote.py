@@ -30,7 +30,7 @@ JUDGE_SIDE = (
     "autograder.checks",
     "autograder.session",
     "autograder.student_process",
-    "autograder.leftovers",
+    "autograder.scratch_folder",
     "autograder.sandbox_user",
     "autograder.work_folders",
     "autograder.notes",
@@ -95,14 +95,14 @@ def test_the_forked_student_process_is_set_up_as_the_cold_one(sandbox, fresh_tem
     user, workdir = sandbox
     warm = _started(workdir, user, [PROBE])
     try:
-        assert isinstance(warm.process.proc, zygote.Forked), "the student process should be forked"
+        assert getattr(warm.process.proc, "warm", False), "the student process should be forked"
         warm_status, warm_setup = _status(warm.process.proc.pid), warm.values(["setup"])["setup"]
     finally:
         warm.process.stop()
     zygote.go_cold("this test compares with the cold start")
     cold = _started(workdir, user, [PROBE])
     try:
-        assert not isinstance(cold.process.proc, zygote.Forked), "after go_cold, the cold start"
+        assert not getattr(cold.process.proc, "warm", False), "after go_cold, the cold start"
         cold_status, cold_setup = _status(cold.process.proc.pid), cold.values(["setup"])["setup"]
     finally:
         cold.process.stop()
@@ -124,8 +124,8 @@ REACH = ("import os\n"
          "    try:\n"
          "        attempt()\n"
          "        reached.append(what)\n"
-         "    except PermissionError:\n"
-         "        pass\n"
+         "    except (PermissionError, FileNotFoundError, ProcessLookupError):\n"
+         "        pass  # refused, or (in namespaces of its own) not there\n"
          "sockets = []\n"
          "for fd in os.listdir('/proc/self/fd'):\n"
          "    try:\n"
@@ -161,7 +161,9 @@ def test_the_forked_student_process_reaches_no_file_or_process_of_roots(sandbox,
 #: A cell that starts a grandchild in a session of its own and writes its pid to ``child``.
 ESCAPER = ("import subprocess\n"
            "child = subprocess.Popen(['sleep', '60'], start_new_session=True)\n"
-           "open('child', 'w').write(str(child.pid))\n")
+           "open('child', 'w').write(str(child.pid))\n"
+           "import os\n"
+           "open('namespace', 'w').write(os.readlink('/proc/self/ns/pid'))\n")
 
 
 def test_the_forked_student_process_restarts_and_is_stopped_with_its_children(sandbox,
@@ -170,15 +172,33 @@ def test_the_forked_student_process_restarts_and_is_stopped_with_its_children(sa
     session = _started(workdir, user, [ESCAPER, "import os\nos._exit(3)", "after = 1"])
     try:
         child = int((workdir / "child").read_text())
+        child_namespace = (workdir / "namespace").read_text()
         after = session.values(["after"])["after"]
-        assert isinstance(session.process.proc, zygote.Forked), "the restart is forked too"
+        assert getattr(session.process.proc, "warm", False), "the restart is forked too"
         restarted = session.process.proc.pid
     finally:
         session.process.stop()
     assert after == 1, "the cell after the crash runs"
     assert "exit code 3" in session.records[1].problem, session.records[1]
+    if child_namespace != os.readlink("/proc/self/ns/pid"):  # the child's pid was its namespace's
+        left = _in_namespace(child_namespace)
+        assert left == [], f"processes of the crashed student's PID namespace outlived it: {left}"
+        child = None
     for pid in (child, restarted):
-        assert not Path(f"/proc/{pid}").exists() or _zombie(pid), f"process {pid} outlived the stop"
+        if pid is not None:
+            assert not Path(f"/proc/{pid}").exists() or _zombie(pid), f"{pid} outlived the stop"
+
+
+def _in_namespace(namespace: str) -> list[int]:
+    """The living processes in the PID namespace ``namespace`` (``/proc/PID/ns/pid``'s name)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            if entry.isdigit() and os.readlink(f"/proc/{entry}/ns/pid") == namespace:
+                found.append(int(entry))
+        except OSError:
+            continue
+    return [pid for pid in found if not _zombie(pid)]
 
 
 def _zombie(pid: int) -> bool:
@@ -204,7 +224,7 @@ def test_without_a_template_the_student_process_starts_cold_and_says_so(tmp_path
     session = _started(tmp_path, None, [PROBE])
     try:
         setup = session.values(["setup"])["setup"]
-        cold = not isinstance(session.process.proc, zygote.Forked)
+        cold = not getattr(session.process.proc, "warm", False)
     finally:
         session.process.stop()
     assert cold and not setup["warm"] and setup["cwd"] == str(tmp_path), setup

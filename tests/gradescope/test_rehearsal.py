@@ -408,7 +408,14 @@ def test_rehearsal_gives_the_solution_full_marks(gs_build, tmp_path):
     # folder.
     assert not (root / "results" / "results.pkl").exists()
     assert not (root / "submission" / "tests").exists()
-    assert "Total Score: 31 / 31" in (root / "results" / "stdout").read_text()
+    stdout = (root / "results" / "stdout").read_text()
+    assert "Total Score: 31 / 31" in stdout
+    # the isolation it used, recorded for staff and said in the log
+    from autograder.namespaces import DESCRIPTIONS, isolation_mode
+
+    mode = isolation_mode()
+    assert results["extra_data"]["isolation"] == mode, results.get("extra_data")
+    assert f"isolation: {DESCRIPTIONS[mode]}" in stdout, stdout[-2000:]
 
 
 @pytest.mark.grading

@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from autograder import grade as grade_module
-from autograder import judge_pool
+from autograder import judge_pool, namespaces
 from autograder.grade import JUDGE_MARGIN, grade_many, grade_one, judge_limits
 from autograder.judge_interface import DEFAULT_TIMEOUT, Limits
 from autograder.results import failure_results, limits_of, question_scores
@@ -969,18 +969,21 @@ def test_a_tiny_cell_limit_reaches_the_judge(tiny_zip, tmp_path):
 
 @pytest.mark.grading
 def test_the_student_process_never_sees_the_original_path(tiny_zip, tmp_path):
-    # the student process may run as another user (nobody), whose files in /tmp itself are removed
-    # when it stops: a folder anyone may write to, in one of root's that others may only pass
-    # through
-    report_dir = Path(tempfile.mkdtemp(prefix="staging-report-"))
+    # the student process may run as another user (nobody), in namespaces with a /tmp of its own: a
+    # folder anyone may write to, outside the private folders, in one of root's that others may only
+    # pass through
+    report_dir = Path(tempfile.mkdtemp(prefix="staging-report-", dir="/run"))
     report_dir.chmod(0o711)
     (report_dir / "open").mkdir()
     (report_dir / "open").chmod(0o777)
     report = report_dir / "open" / "report.json"
     probe = f'''import json, os
 seen = {{"cwd": os.getcwd(), "files": sorted(os.listdir(".")), "env": dict(os.environ)}}
-with open(f"/proc/{{os.getppid()}}/cmdline", "rb") as f:
-    seen["parent"] = f.read().decode(errors="replace").replace("\\0", " ")
+try:  # in a PID namespace of its own, its parent is not there to see
+    with open(f"/proc/{{os.getppid()}}/cmdline", "rb") as f:
+        seen["parent"] = f.read().decode(errors="replace").replace("\\0", " ")
+except FileNotFoundError:
+    seen["parent"] = None
 with open({str(report)!r}, "w") as f:
     json.dump(seen, f)
 answer = 42'''
@@ -994,9 +997,13 @@ answer = 42'''
     assert result.scores == {"q1": (1.0, 1.0)}, (
         f"the probe notebook should be graded: {result.scores}"
     )
-    assert "autograder.judge" in seen["parent"] and "staged-submission.ipynb" in seen["parent"], (
-        f"the probe should see the judge's command line (the private copy): {seen['parent']!r}"
-    )
+    if namespaces.isolation_mode() == namespaces.NAMESPACES:
+        assert seen["parent"] is None, f"the judge should be out of sight: {seen['parent']!r}"
+    else:
+        parent = seen["parent"]
+        assert "autograder.judge" in parent and "staged-submission.ipynb" in parent, (
+            f"the probe should see the judge's command line (the private copy): {parent!r}"
+        )
     shown = json.dumps(seen)
     for private in (PRIVATE_FOLDER, PRIVATE_NAME):
         assert private not in shown, f"the student process can see {private!r}: {shown}"
@@ -1184,7 +1191,7 @@ def test_working_folders_are_made_where_no_student_lists_them_and_abandoned_ones
     owned by ``nobody`` and left behind by a judge killed from outside, could be found by a later
     student run as ``nobody``, who would run the notebook in it as its own (31/31 for a blank
     notebook)."""
-    from autograder import sandbox_user, work_folders
+    from autograder import work_folders
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     parent, own = work_folders.work_parent()
@@ -1213,26 +1220,6 @@ def test_working_folders_are_made_where_no_student_lists_them_and_abandoned_ones
     assert sorted(p.name for p in parent.iterdir()) == [running.name], (
         "the folder of an ended judge should be removed, a running judge's kept"
     )
-    # earlier versions' folders in the open temporary folder, unchanged for an hour: removed if they
-    # are the judge's or the sandbox user's, kept otherwise
-    old = time.time() - work_folders.ABANDONED_AFTER_SECONDS - 60
-    legacy = {
-        "submission-abcd1234": (65534, old),
-        "judge-abcd1234": (0, old),
-        "submission-recent12": (65534, None),
-        "submission-other123": (1000, old),
-        "submission-efgh5678": (sandbox_user.SLOT_UID_BASE + 1, old),
-    }
-    for name, (owner, changed) in legacy.items():
-        (tmp_path / name / "d").mkdir(parents=True)
-        os.chown(tmp_path / name, owner, owner)
-        if changed is not None:
-            os.utime(tmp_path / name, (changed, changed))
-    work_folders.work_parent()
-    assert sorted(name for name in legacy if (tmp_path / name).exists()) == [
-        "submission-other123",
-        "submission-recent12",
-    ]
     # another user's folder of that name is not trusted: the grading makes one of its own, removed
     # afterwards
     running.rmdir()
@@ -1427,46 +1414,58 @@ while time.monotonic() < end:
 """
 
 
+#: A judge's session running one cell (argv[2]) in the scratch folder argv[1] as ``nobody``.
+_ATTACKER = """
+import pwd, sys, time
+from autograder.judge_interface import Limits
+from autograder.session import Session
+session = Session(__import__("pathlib").Path(sys.argv[1]), [sys.argv[2]],
+                  Limits(cell_seconds=120), pwd.getpwnam("nobody"), time.monotonic() + 180)
+try:
+    session.run_all()
+finally:
+    session.process.stop()
+"""
+
+
 @pytest.mark.grading
 @pytest.mark.skipif(
-    os.geteuid() != 0, reason="only grading as root runs student code as a sandbox user"
+    not namespaces.available(), reason="only in namespaces are gradings side by side kept apart"
 )
-def test_a_student_graded_as_nobody_cannot_stop_the_next_gradings_check_of_its_user(
+def test_a_student_graded_as_nobody_cannot_stop_the_grading_beside_it(
     tiny_zip, tmp_path, monkeypatch
 ):
-    """Each slot's user is checked once its slot is held, so the check that it can run Python runs
-    as a uid the student graded beside it cannot signal: with ``grade --jobs 2``, a student graded
-    as ``nobody`` (sandbox slot 0) can kill every process of ``nobody``, and a check run as
-    ``nobody`` before a slot is claimed would be among them, scoring an honest submission 0 ("cannot
-    run ...")."""
+    """Every grading's student runs as ``nobody``: one that kills every process of its user, for a
+    minute, while a grading beside it checks that ``nobody`` can run Python and then runs its
+    notebook, reaches neither from its own PID namespace, and the neighbour is graded in full."""
     import pwd
+    import signal
 
-    from autograder import judge, leftovers, sandbox_user
+    from autograder import judge, sandbox_user
 
     nobody = pwd.getpwnam(sandbox_user.SANDBOX_USER)
-    attacker, attackers_slot = leftovers.claim_sandbox(nobody)  # the hostile grading's slot
-    killer = subprocess.Popen(
-        [sys.executable, "-s", "-c", _KILLER],
-        user=attacker.pw_uid,
-        group=attacker.pw_gid,
-        extra_groups=[],
-        cwd="/",
-        env={"PATH": os.environ.get("PATH", "")},
+    attacker_folder = Path(tempfile.mkdtemp(prefix="attacker-"))
+    attacker_folder.chmod(0o711)
+    (attacker_folder / "work").mkdir()
+    os.chown(attacker_folder / "work", nobody.pw_uid, nobody.pw_gid)
+    # a judge of its own (control groups are a judge's), grading the killer's notebook
+    attacker = subprocess.Popen(
+        [sys.executable, "-c", _ATTACKER, str(attacker_folder / "work"), _KILLER],
+        start_new_session=True,
     )
     try:
-        time.sleep(1)  # the killer is running
+        time.sleep(10)  # the killer is running
         # this judge has checked no user yet
         monkeypatch.setattr(sandbox_user, "_USER_CHECKED", set())
         submission = notebook(tmp_path / "hw.ipynb", "answer = 42")
         results = judge.grade_submission(
             tiny_zip, submission, tmp_path / "results.json", judge.Limits(deadline=90)
         )
-        still_killing = killer.poll() is None
+        still_killing = attacker.poll() is None
     finally:
-        killer.kill()
-        killer.wait()
-        if attackers_slot is not None:
-            os.close(attackers_slot)
+        os.killpg(attacker.pid, signal.SIGKILL)
+        attacker.wait()
+        shutil.rmtree(attacker_folder, ignore_errors=True)
     assert still_killing, "the killer should have run throughout the neighbour's grading"
     actual = {
         test["name"]: test.get("score")
@@ -1658,7 +1657,7 @@ def test_what_the_students_code_raises_stays_the_students_and_no_hidden_source_i
     )
     capsys.readouterr()
     results = results_of(tmp_path / "out" / "hw" / "results.json")
-    assert code == 0 and "extra_data" not in results, (
+    assert code == 0 and "grading_error" not in results.get("extra_data", {}), (
         f"the student's errors are no grading error: {code}, {results}"
     )
     outputs = {t["name"]: t["output"] for t in results["tests"] if t.get("max_score")}

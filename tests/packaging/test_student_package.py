@@ -63,7 +63,7 @@ def test_wheel_holds_the_public_tests_and_no_hidden_test_or_reference(wheel):
     assert not [n for n in actual if n.startswith("reference/")], (
         "reference solutions are in the student wheel"
     )
-    judge_side = ["judge", "session", "student_process", "leftovers", "sandbox_user", "notes"]
+    judge_side = ["judge", "session", "student_process", "scratch_folder", "sandbox_user", "notes"]
     in_wheel = [n for n in judge_side if f"autograder/{n}.py" in actual]
     assert not in_wheel, f"the judge's modules are in the student wheel: {in_wheel}"
 
