@@ -157,7 +157,7 @@ def enter(workdir: str, read_only: list[str], size_mb: int) -> None:
     for path, ro in through:
         if _under(path, PRIVATE_FOLDERS) and os.path.exists(path) and path not in kept:
             kept[path] = (os.open(path, os.O_PATH | os.O_CLOEXEC), ro)
-    first, *others = PRIVATE_FOLDERS
+    first = PRIVATE_FOLDERS[0]
     options = f"size={size_mb}m,nr_inodes={MAX_PRIVATE_INODES},mode=0700".encode()
     _check(libc.mount(b"tmpfs", first.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, options),
            f"mounting a tmpfs on {first}")
@@ -196,8 +196,8 @@ SYSTEM_V_LIMITS = {
 
 
 def _bind(libc: ctypes.CDLL, fd: int, path: str, read_only: bool) -> None:
-    """Bind what ``fd`` opened at ``path``, in a private tmpfs now (the folders above it root's,
-    mode 0755, as listable as before and no more)."""
+    """Bind what ``fd`` opened at ``path``, in a private tmpfs now (the folders above it made
+    root's, mode 0755: they hold nothing but what is bound there)."""
     target = Path(path)
     is_dir = os.path.isdir(f"/proc/self/fd/{fd}")
     os.makedirs(target if is_dir else target.parent, mode=0o755, exist_ok=True)

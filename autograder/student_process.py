@@ -1,9 +1,10 @@
-"""The student process: started warm from :mod:`autograder.zygote`'s template (or cold with
-``python -m autograder.worker``), as the sandbox user when grading runs as root, with one
-thread for torch and BLAS unless the notebook asks for more; limited by the CPU seconds its
-process tree uses (a wall-clock backstop :data:`WALL_FACTOR` times as long ends a cell that
-sleeps) and by memory, shared memory it holds included; asked over :mod:`autograder.channel`;
-and stopped with every process it started. What became of each cell is a :class:`CellRecord`.
+"""The student process: started warm from :mod:`autograder.zygote`'s template (or cold), as the
+sandbox user when grading runs as root, in namespaces of its own where the kernel makes them
+(:mod:`autograder.namespaces`), with one thread for torch and BLAS unless the notebook asks for
+more; limited by the CPU seconds its processes use (a wall-clock backstop :data:`WALL_FACTOR` times
+as long ends a cell that sleeps), by memory and by the files it keeps (as its control groups and
+:mod:`autograder.scratch_folder` count them); asked over :mod:`autograder.channel`; and stopped
+with every process it started. What became of each cell is a :class:`CellRecord`.
 """
 
 from __future__ import annotations

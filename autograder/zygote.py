@@ -23,9 +23,17 @@ parent-death signal, ``PR_SET_NO_NEW_PRIVS`` and the resource limits; and it
 runs :func:`autograder.worker.main`. The judge joins it to the CPU group and
 sets its ``oom_score_adj`` as for a cold start, before any cell runs.
 
-The judge falls back to the cold start (``python -m autograder.worker``), and
-says so on its standard error, whenever the template cannot start, is not
-ready within the startup limit, has died, or answers anything else.
+In namespaces (:mod:`autograder.namespaces`) the intermediate calls
+``unshare`` before it forks, so the student process is the first of its own
+PID namespace (it reads its parent from the judge's ``/proc``, where
+``getppid`` says 0), and it mounts its private folders as root before it
+drops privileges.
+
+The judge falls back to the cold start (``python -m autograder.worker``; in
+namespaces, :func:`spawn_cold`: a template that imports nothing first forks it
+the same way), and says so on its standard error, whenever the template
+cannot start, is not ready within the startup limit, has died, or answers
+anything else.
 """
 
 from __future__ import annotations
