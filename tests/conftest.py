@@ -102,3 +102,27 @@ def without_namespaces(monkeypatch):
     from autograder import namespaces
 
     monkeypatch.setenv(namespaces.NAMESPACES_ENV, "0")
+
+
+@pytest.fixture
+def sandbox():
+    """``(user, workdir)``: the sandbox user ``nobody`` and a scratch folder it owns, in a folder of
+    root's that others may only pass through, as the judge's working folders are; removed
+    afterwards. Skipped when not root: only then does student code run as the sandbox user."""
+    import os
+    import pwd
+    import shutil
+    import tempfile
+
+    if os.geteuid() != 0:
+        pytest.skip("the student process runs as a sandbox user only when grading runs as root")
+    user = pwd.getpwnam("nobody")
+    parent = Path(tempfile.mkdtemp(prefix="sandboxed-"))
+    parent.chmod(0o711)
+    workdir = parent / "work"
+    workdir.mkdir()
+    os.chown(workdir, user.pw_uid, user.pw_gid)
+    try:
+        yield user, workdir
+    finally:
+        shutil.rmtree(parent, ignore_errors=True)

@@ -6,10 +6,7 @@ counts as its memory. Where namespaces are refused, the results say the sandbox 
 from __future__ import annotations
 
 import os
-import pwd
-import shutil
 import socket
-import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -23,20 +20,6 @@ from autograder.session import Session
 needs_namespaces = pytest.mark.skipif(
     not namespaces.available(), reason="the kernel makes no namespaces here, or not root"
 )
-
-
-@pytest.fixture
-def sandbox():
-    """``(user, workdir)``: the sandbox user and a scratch folder it owns, in a folder of root's
-    that others may only pass through, as the judge's working folders are."""
-    user = pwd.getpwnam("nobody")
-    parent = Path(tempfile.mkdtemp(prefix="namespaced-"))
-    parent.chmod(0o711)
-    workdir = parent / "work"
-    workdir.mkdir()
-    os.chown(workdir, user.pw_uid, user.pw_gid)
-    yield user, workdir
-    shutil.rmtree(parent, ignore_errors=True)
 
 
 @pytest.fixture(params=["warm", "cold"])

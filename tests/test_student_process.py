@@ -484,30 +484,6 @@ def test_a_root_judge_without_ptrace_capability_reads_the_sandbox_users_share(tm
     )
 
 
-@pytest.fixture
-def sandbox():
-    """``(user, workdir)``: the sandbox user ``nobody`` and a scratch folder it owns, removed
-    afterwards."""
-    import pwd
-    import tempfile
-
-    if not hasattr(os, "geteuid") or os.geteuid() != 0:
-        pytest.skip("the student process runs as a sandbox user only when grading runs as root")
-    user = pwd.getpwnam("nobody")
-    # in a folder of root's that others may only pass through, as the judge's working folders are:
-    # pytest's own folders are root's alone, and what the sandbox user leaves in /tmp itself is
-    # removed when it stops
-    parent = Path(tempfile.mkdtemp(prefix="sandboxed-"))
-    parent.chmod(0o711)
-    workdir = parent / "work"
-    workdir.mkdir()
-    os.chown(workdir, user.pw_uid, user.pw_gid)
-    try:
-        yield user, workdir
-    finally:
-        shutil.rmtree(parent, ignore_errors=True)
-
-
 def _runs_threads(pid: int) -> bool:
     """Whether ``pid`` still runs a thread besides its first (which showed it as a zombie)."""
     try:

@@ -11,7 +11,6 @@ back to the cold start when the template is gone.
 from __future__ import annotations
 
 import os
-import pwd
 import shutil
 import tempfile
 import time
@@ -41,22 +40,6 @@ PROBE = ("import os, sys\n"
          "         'path0': sys.path[0], 'home': os.environ.get('HOME'), 'judge_modules': sorted(\n"
          "             m for m in sys.modules\n"
          f"             if m.startswith({JUDGE_SIDE!r}))}}\n")
-
-
-@pytest.fixture
-def sandbox():
-    """``(user, workdir)``: the sandbox user ``nobody`` and a scratch folder it owns, removed
-    afterwards."""
-    if os.geteuid() != 0:
-        pytest.skip("the student process runs as a sandbox user only when grading runs as root")
-    user = pwd.getpwnam("nobody")
-    parent = Path(tempfile.mkdtemp(prefix="sandboxed-"))
-    parent.chmod(0o711)
-    workdir = parent / "work"
-    workdir.mkdir()
-    os.chown(workdir, user.pw_uid, user.pw_gid)
-    yield user, workdir
-    shutil.rmtree(parent, ignore_errors=True)
 
 
 @pytest.fixture
