@@ -3,7 +3,10 @@
 ``build_assignment("where_mlps_fail")`` copies ``assignments/<name>/`` into a
 scratch folder, writes the top-level ``otter_config.json`` into the master
 notebook's ``generate`` setting (one grading configuration for every
-assignment), runs ``otter assign``, and then
+assignment), writes each question's points and test cells from the
+assignment's declaration ``questions.yaml`` (:mod:`autograder.facts`; the build
+stops when the notebook, the checks or ``answers.md`` disagree with it), runs
+``otter assign``, and then
 
 * replaces ``student_template/<name>/`` with Otter's student version
   (notebook plus support files), normalised so that building twice writes the
@@ -23,6 +26,8 @@ from pathlib import Path
 
 import nbformat
 import yaml
+
+from autograder import facts
 
 REPO = Path(__file__).resolve().parents[1]
 ASSIGNMENTS = REPO / "assignments"
@@ -179,6 +184,7 @@ def build_assignment(
     quiet: bool = True,
     build_root: Path = BUILD,
     student_root: Path = STUDENT_TEMPLATE,
+    write_answers: bool = True,
 ) -> BuiltAssignment:
     """Run ``otter assign`` on ``assignments/<name>/<name>.ipynb``.
 
@@ -191,24 +197,38 @@ def build_assignment(
         build_root: where ``<name>/autograder.zip`` goes (default ``build/``).
         student_root: where ``<name>/`` of the student version goes
             (default ``student_template/``, the committed copy).
+        write_answers: rewrite the generated tables of ``assignments/<name>/answers.md`` from
+            ``questions.yaml`` (tests build without touching the committed tree).
 
     Returns:
         :class:`BuiltAssignment` with the student folder, zip and solution.
 
     Raises:
-        BuildError: the master notebook is missing or ``otter assign`` failed;
-            the message carries Otter's output.
+        BuildError: the master notebook is missing, disagrees with ``questions.yaml``, or
+            ``otter assign`` failed; the message says where (Otter's output for the latter).
     """
     master = master_notebook(name)
+    nb = nbformat.read(master, as_version=4)
+    _inject_grading_config(nb, json.loads(OTTER_CONFIG.read_text()))
+    try:
+        declared = facts.load(name)
+        facts.apply_to_notebook(nb, declared)
+        facts.check_signatures(declared)
+        if write_answers:
+            facts.write_answers(declared)
+        else:
+            facts.render_answers(declared, (ASSIGNMENTS / name / facts.ANSWERS_FILE).read_text())
+    except (facts.FactsError, OSError) as err:
+        raise BuildError(f"cannot build {name}: {err}") from None
     out = Path(build_root) / name
     scratch = out / "master"
     dist = out / "dist"
     _clear_build(out)
     shutil.copytree(
-        master.parent, scratch, ignore=shutil.ignore_patterns("__pycache__", "examples", "*.md")
+        master.parent,
+        scratch,
+        ignore=shutil.ignore_patterns("__pycache__", "examples", "*.md", facts.FACTS_FILE),
     )
-    nb = nbformat.read(master, as_version=4)
-    _inject_grading_config(nb, json.loads(OTTER_CONFIG.read_text()))
     nbformat.write(nb, scratch / master.name)
 
     command = [sys.executable, "-m", "otter", "assign", master.name, str(dist)]

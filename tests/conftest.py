@@ -56,7 +56,16 @@ def pytest_itemcollected(item):
         item.add_marker(pytest.mark.exclusive)
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
+    """Deselects by ``--exclusive``; and puts every test without an ``xdist_group`` in the group of
+    its module, so that ``--dist loadgroup`` keeps a module on one worker (what its fixtures build,
+    train or grade is done once) and an assignment's gradings, grouped by
+    ``tests/grading/test_catalogues.py``, on one worker across modules. Runs before pytest-xdist
+    reads the groups."""
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
     exclusive = config.getoption("--exclusive")
     if exclusive is not None:
         wanted = exclusive == "only"

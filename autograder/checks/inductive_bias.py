@@ -3,7 +3,7 @@
 Specification: the article "Inductive Bias", section "Weight sharing and
 locality, measured in closed form" (course text 003_ec9da5774b5ae29e.txt).
 Each ``check_q*`` grades one question of the master notebook; the graded
-names are listed in ``docs/inductive_bias_answers.md`` and the expected
+names are listed in ``assignments/inductive_bias/answers.md`` and the expected
 values come from ``reference.inductive_bias``, computed in the grading
 environment.
 

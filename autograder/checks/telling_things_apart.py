@@ -3,7 +3,7 @@ Apart").
 
 Each ``check_q*`` function grades one question of the master notebook and is
 called by that question's hidden test with the student's names as arguments.
-The answers and their types are listed in ``docs/telling_things_apart_answers.md``;
+The answers and their types are listed in ``assignments/telling_things_apart/answers.md``;
 expected values come from ``reference.telling_things_apart`` computed in the
 grading environment.
 

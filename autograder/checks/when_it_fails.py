@@ -3,7 +3,7 @@
 Each ``check_q*`` function grades one question of the master notebook and is
 called by that question's hidden test with the student's names as
 arguments. The answers and their types are listed in
-``docs/when_it_fails_answers.md``; expected values come from
+``assignments/when_it_fails/answers.md``; expected values come from
 ``reference.when_it_fails`` computed in the grading environment.
 
 Student networks (``net``, ``net_shuffled``, ..., and every network the

@@ -3,7 +3,7 @@
 Each ``check_q*`` function grades one question of the master notebook and is
 called by that question's hidden test with the student's names as
 arguments. The answers and their types are listed in
-``docs/where_mlps_fail_answers.md``; the expected values come from
+``assignments/where_mlps_fail/answers.md``; the expected values come from
 ``reference.where_mlps_fail`` computed in the grading environment.
 
 Tolerances, and why they are what they are:

@@ -5,14 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from autograder.checks import expect_array, expect_callable, expect_defined
+from autograder.checks import expect_array, expect_callable
+from autograder.public import public_defined
 
-
-def public_defined(**names: Any) -> None:
-    """Every name defined (not ``None``, not missing); raises ``CheckFailure`` naming the first that
-    is not."""
-    for name, value in names.items():
-        expect_defined(name, value)
+__all__ = ["public_array", "public_defined", "public_function"]
 
 
 def public_array(name: str, value: Any, shape: tuple) -> None:

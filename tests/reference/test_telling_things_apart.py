@@ -22,7 +22,6 @@ from __future__ import annotations
 import functools
 import importlib.util
 import math
-import re
 from pathlib import Path
 
 import pytest
@@ -33,10 +32,11 @@ from hypothesis import strategies as st
 
 from autograder.checks import CheckFailure
 from autograder.checks import telling_things_apart as checks
+from autograder.facts import answer_rows
 from reference import telling_things_apart as ref
 
 ROOT = Path(__file__).resolve().parents[2]
-CONTRACT = ROOT / "docs" / "telling_things_apart_answers.md"
+CONTRACT = ROOT / "assignments" / "telling_things_apart" / "questions.yaml"
 STUDENT_FUNCTIONS = {"softmax", "cross_entropy", "recenter", "saliency", "fgsm", "model", "weights"}
 PROPERTY = settings(max_examples=40, derandomize=True, deadline=None, database=None)
 
@@ -76,13 +76,11 @@ def digits_module():
 # The contract
 # ---------------------------------------------------------------------------
 
+
 def contract_names() -> set[str]:
-    """Every backticked name in the first column of the contract's tables."""
-    names = set()
-    for line in CONTRACT.read_text().splitlines():
-        if line.startswith("| `"):
-            names.update(re.findall(r"`([a-z_0-9]+)`", line.split("|")[1]))
-    return names
+    """Every name of the answers rows the declaration gives (CONTRACT, the tables of
+    assignments/telling_things_apart/answers.md)."""
+    return {name for names, _ in answer_rows("telling_things_apart") for name in names}
 
 
 def test_contract_lists_every_answer_and_nothing_else(answers):

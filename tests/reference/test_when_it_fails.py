@@ -23,7 +23,6 @@ thread); the seed sweeps add about 30 s.
 from __future__ import annotations
 
 import importlib.util
-import re
 from pathlib import Path
 
 import numpy as np
@@ -34,11 +33,12 @@ from hypothesis import strategies as st
 
 from autograder.checks import CheckFailure
 from autograder.checks import when_it_fails as checks
+from autograder.facts import answer_rows
 from reference import when_it_fails as ref
 from tests.test_answers_cache import assert_same
 
 ROOT = Path(__file__).resolve().parents[2]
-CONTRACT = ROOT / "docs" / "when_it_fails_answers.md"
+CONTRACT = ROOT / "assignments" / "when_it_fails" / "questions.yaml"
 PROPERTY = settings(max_examples=30, derandomize=True, deadline=None, database=None)
 
 
@@ -67,20 +67,11 @@ def one_thread(fn, *args, **kwargs):
 # The contract
 # ---------------------------------------------------------------------------
 
+
 def contract_rows() -> list[tuple[list[str], str, str]]:
-    """(names, type, kind) of every row of docs/when_it_fails_answers.md's tables."""
-    rows = []
-    for line in CONTRACT.read_text().splitlines():
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if (
-            not line.startswith("|")
-            or len(cells) < 4
-            or cells[0] == "name"
-            or set(cells[0]) <= {"-", " "}
-        ):
-            continue
-        rows.append((re.findall(r"`([A-Za-z_][A-Za-z0-9_]*)`", cells[0]), cells[1], cells[2]))
-    return rows
+    """(names, type, kind) of every answers row the declaration gives (CONTRACT, the tables of
+    assignments/when_it_fails/answers.md)."""
+    return [(list(names), row["type"], row["kind"]) for names, row in answer_rows("when_it_fails")]
 
 
 def test_contract_lists_every_graded_name_once():

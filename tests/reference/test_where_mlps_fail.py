@@ -23,7 +23,6 @@ Three kinds of assertion:
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
@@ -33,10 +32,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
 
+from autograder.facts import answer_rows
 from reference import where_mlps_fail as ref
 
 ROOT = Path(__file__).resolve().parents[2]
-CONTRACT = ROOT / "docs" / "where_mlps_fail_answers.md"
+CONTRACT = ROOT / "assignments" / "where_mlps_fail" / "questions.yaml"
 STUDENT_FUNCTIONS = {"slide", "peak", "window_sum", "compare_shared"}
 
 PROPERTY = settings(max_examples=40, derandomize=True, deadline=None, database=None)
@@ -80,19 +80,11 @@ def seeded_conv(seed: int, out_channels: int, kernel_size: int) -> nn.Conv2d:
 
 
 def contract_names() -> tuple[set[str], set[str]]:
-    """(value names, function names) from the tables of docs/where_mlps_fail_answers.md."""
+    """(value names, function names) from the answers rows the declaration gives (CONTRACT, the
+    tables of assignments/where_mlps_fail/answers.md)."""
     values, functions = set(), set()
-    for line in CONTRACT.read_text().splitlines():
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if (
-            not line.startswith("|")
-            or len(cells) < 3
-            or cells[0] == "name"
-            or set(cells[0]) <= {"-", " "}
-        ):
-            continue
-        names = re.findall(r"`([A-Za-z_][A-Za-z0-9_]*)`", cells[0])
-        (functions if cells[1].startswith("function") else values).update(names)
+    for names, row in answer_rows("where_mlps_fail"):
+        (functions if row["type"].startswith("function") else values).update(names)
     return values, functions
 
 
