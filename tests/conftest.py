@@ -49,6 +49,37 @@ def pytest_addoption(parser):
     )
 
 
+def work_unit(nodeid: str) -> str:
+    """What one pytest-xdist worker runs whole: an assignment's gradings
+    (``grading_NAME``: the tests of ``tests/grading/test_catalogues.py`` whose first parameter is
+    ``NAME``, and the module ``tests/grading/test_NAME.py``), which grade its catalogue once in that
+    worker (:func:`tests.grading.common.graded_catalogue`); otherwise the test's module, so that
+    what a module's fixtures build, train or grade is done once."""
+    from tests.grading.common import group, with_catalogue
+
+    module, _, rest = nodeid.partition("::")
+    if module == "tests/grading/test_catalogues.py" and "[" in rest:
+        name = rest.split("[", 1)[1].split("-", 1)[0].rstrip("]")
+        if name in with_catalogue():
+            return group(name)
+    if module.startswith("tests/grading/test_") and module[19:-3] in with_catalogue():
+        return group(module[19:-3])
+    return module
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """Schedules each :func:`work_unit` whole on one of the workers (``bin/test``'s ``-n 2``),
+    those of most tests first. pytest-xdist's own ``--dist loadgroup`` would group by marks, but it
+    renames the tests through an attribute pytest 9 no longer reads, and so splits the groups."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class WorkUnits(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return work_unit(nodeid)
+
+    return WorkUnits(config, log)
+
+
 def pytest_itemcollected(item):
     """Marks the tests of :data:`EXCLUSIVE_MODULES` ``exclusive`` as they are collected."""
     module = item.path.relative_to(Path(__file__).resolve().parents[1]).as_posix()
@@ -56,16 +87,7 @@ def pytest_itemcollected(item):
         item.add_marker(pytest.mark.exclusive)
 
 
-@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    """Deselects by ``--exclusive``; and puts every test without an ``xdist_group`` in the group of
-    its module, so that ``--dist loadgroup`` keeps a module on one worker (what its fixtures build,
-    train or grade is done once) and an assignment's gradings, grouped by
-    ``tests/grading/test_catalogues.py``, on one worker across modules. Runs before pytest-xdist
-    reads the groups."""
-    for item in items:
-        if item.get_closest_marker("xdist_group") is None:
-            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
     exclusive = config.getoption("--exclusive")
     if exclusive is not None:
         wanted = exclusive == "only"

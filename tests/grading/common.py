@@ -5,8 +5,8 @@
 grades the solution, the blank student notebook and the catalogue in one batch
 through the hardened judge (two at a time, :func:`graded_catalogue`), then
 reads one row per test. ``tests/grading/test_NAME.py`` adds what is particular
-to one assignment, on the same batch (the same xdist group, so the same
-worker). The assertions live here, each with its own message.
+to one assignment, on the same batch (one work unit of pytest-xdist with it,
+``tests/conftest.py``: the same worker). The assertions live here, each with its own message.
 """
 
 from __future__ import annotations
@@ -91,8 +91,8 @@ def catalogue(name: str):
 
 
 def group(name: str) -> str:
-    """The pytest-xdist group of ``name``'s gradings: its tests run on one worker, which grades
-    its catalogue once (``bin/test`` runs ``--dist loadgroup``)."""
+    """The pytest-xdist work unit of ``name``'s gradings (``tests/conftest.py``): its tests run on
+    one worker, which grades its catalogue once."""
     return f"grading_{name}"
 
 

@@ -8,7 +8,8 @@ Every submission goes through the real autograder zip with the hardened judge
 times), the blank student notebook, every ``WRONG``, ``ALTERNATIVE`` and
 ``LOSING`` variant and the bundled examples, in one batch per assignment
 (:func:`tests.grading.common.graded_catalogue`); each test reads its own row.
-An assignment's tests share one xdist group, so one worker grades its batch.
+An assignment's tests are one work unit of pytest-xdist (``tests/conftest.py``), so one worker
+grades its batch.
 """
 
 from __future__ import annotations
@@ -24,15 +25,13 @@ ASSIGNMENTS = common.with_catalogue()
 
 
 def each(name: str, values=None, ids=None):
-    """Parameters of one assignment's tests, in its xdist group: ``(name,)`` alone, or
+    """Parameters of one assignment's tests, their ids starting with ``name`` (which
+    ``tests/conftest.py``'s ``work_unit`` reads to run them on one worker): ``(name,)`` alone, or
     ``(name, value)`` for each of ``values``."""
-    mark = pytest.mark.xdist_group(common.group(name))
     if values is None:
-        return [pytest.param(name, marks=mark, id=name)]
+        return [pytest.param(name, id=name)]
     return [
-        pytest.param(
-            name, *(v if isinstance(v, tuple) else (v,)), marks=mark, id=f"{name}-{ids(v)}"
-        )
+        pytest.param(name, *(v if isinstance(v, tuple) else (v,)), id=f"{name}-{ids(v)}")
         for v in values
     ]
 

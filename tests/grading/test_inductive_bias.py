@@ -1,6 +1,6 @@
-"""What only the ``inductive_bias`` gradings show, on the batch ``tests/grading/test_catalogues.py``
-grades (the same xdist group, so the same worker and batch): the messages of made-up functions and
-wrong answers."""
+"""What only the ``inductive_bias`` gradings show, on the batch that
+``tests/grading/test_catalogues.py`` grades (one work unit of pytest-xdist with it, so the same
+worker and batch): the messages of made-up functions and wrong answers."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from tests.grading import common
 
 NAME = "inductive_bias"
 
-pytestmark = [pytest.mark.grading, pytest.mark.xdist_group(common.group(NAME))]
+pytestmark = pytest.mark.grading
 
 
 @pytest.fixture(scope="module")

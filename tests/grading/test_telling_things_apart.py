@@ -1,6 +1,6 @@
 """What only the chapter's gradings show, on the batch ``tests/grading/test_catalogues.py`` grades
-(the same xdist group, so the same worker and batch): a wrong answer's message, and the digits the
-sandbox user reads."""
+(one work unit of pytest-xdist with it, so the same worker and batch): a wrong answer's message,
+and the digits the sandbox user reads."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from tests.grading import common
 
 NAME = "telling_things_apart"
 
-pytestmark = [pytest.mark.grading, pytest.mark.xdist_group(common.group(NAME))]
+pytestmark = pytest.mark.grading
 
 EXPECTED_POINTS = autograded_points(NAME)
 

@@ -1,6 +1,6 @@
 """What only Chapter 6's gradings show, on the batch ``tests/grading/test_catalogues.py`` grades
-(the same xdist group, so the same worker and batch): the load test, and the messages of
-special-cased functions and wrong answers.
+(one work unit of pytest-xdist with it, so the same worker and batch): the load test, and the
+messages of special-cased functions and wrong answers.
 
 It is the load test: its networks train inside the judge's calls, so
 its cells and calls come nearest their limits. The solution is graded once
@@ -31,7 +31,7 @@ from tests.grading import common
 
 NAME = "when_it_fails"
 
-pytestmark = [pytest.mark.grading, pytest.mark.xdist_group(common.group(NAME))]
+pytestmark = pytest.mark.grading
 
 EXPECTED_POINTS = autograded_points(NAME)
 

@@ -1,5 +1,5 @@
 """What only the lesson's gradings show, on the batch ``tests/grading/test_catalogues.py`` grades
-(the same xdist group, so the same worker and batch): a wrong answer's message."""
+(one work unit of pytest-xdist with it, so the same worker and batch): a wrong answer's message."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from tests.grading import common
 
 NAME = "where_mlps_fail"
 
-pytestmark = [pytest.mark.grading, pytest.mark.xdist_group(common.group(NAME))]
+pytestmark = pytest.mark.grading
 
 
 @pytest.fixture(scope="module")
