@@ -719,6 +719,15 @@ def expect_sequence(
 _PER_GRADING: list[dict] = []
 
 
+def expect_shape(name: str, value: Any, expected: tuple[int, ...]) -> None:
+    """A shape: ``torch.Size`` or a tuple/list of ints, equal to ``expected``; never says which
+    sizes are expected."""
+    actual = tuple(expect_sequence(name, value, len(expected)))
+    sizes = tuple(expect_int(f"{name}[{i}]", v) for i, v in enumerate(actual))
+    if sizes != tuple(expected):
+        raise CheckFailure(f"`{name}` has {len(expected)} dimensions, but the wrong sizes.")
+
+
 def per_grading(store: dict) -> dict:
     """``store``, registered to be emptied by :func:`forget_grading`."""
     _PER_GRADING.append(store)

@@ -37,7 +37,7 @@ from autograder.checks import (
     expect_callable,
     expect_close,
     expect_int,
-    expect_sequence,
+    expect_shape,
     expect_tensor,
 )
 from autograder.checks.properties import given, run_property, seeded_images, st
@@ -49,14 +49,6 @@ def _answers() -> dict[str, Any]:
     from reference import max_pooling
 
     return max_pooling.answers()
-
-
-def check_shape(name: str, value: Any, expected: tuple[int, ...]) -> None:
-    """A shape: ``torch.Size`` or a tuple/list of ints, equal to ``expected``."""
-    actual = tuple(expect_sequence(name, value, len(expected)))
-    sizes = tuple(expect_int(f"{name}[{i}]", v) for i, v in enumerate(actual))
-    if sizes != tuple(expected):
-        raise CheckFailure(f"`{name}` has {len(expected)} dimensions, but the wrong sizes.")
 
 
 def check_pool_function(pool: Callable) -> None:
@@ -103,7 +95,7 @@ def check_q1(pool, pooled, pooled_shape) -> None:
     expected = a["pooled"]
     expect_tensor("pooled", pooled, shape=expected.shape, dtype=expected.dtype)
     expect_close("pooled", pooled, expected, rtol=0.0, atol=POOLED_TOL)
-    check_shape("pooled_shape", pooled_shape, a["pooled_shape"])
+    expect_shape("pooled_shape", pooled_shape, a["pooled_shape"])
 
 
 def check_q2(maps_changed_1, pooled_changed_1, pooled_follow_2) -> None:

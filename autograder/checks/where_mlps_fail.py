@@ -46,6 +46,7 @@ from autograder.checks import (
     expect_number,
     expect_plain_image,
     expect_sequence,
+    expect_shape,
     expect_tensor,
     expect_type,
     keys_shown,
@@ -74,14 +75,6 @@ def _answers() -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------- value kinds
-
-
-def check_shape(name: str, value: Any, expected: tuple[int, ...]) -> None:
-    """A shape: ``torch.Size`` or a tuple/list of ints, equal to ``expected``."""
-    actual = tuple(expect_sequence(name, value, len(expected)))
-    sizes = tuple(expect_int(f"{name}[{i}]", v) for i, v in enumerate(actual))
-    if sizes != tuple(expected):
-        raise CheckFailure(f"`{name}` has {len(expected)} dimensions, but the wrong sizes.")
 
 
 def check_class_name(name: str, value: Any, expected: str) -> None:
@@ -143,8 +136,8 @@ def check_q1_1(
     """The linear model read by column: shapes, test image 2's classes and Trouser logit, the peak
     weight."""
     a = _answers()
-    check_shape("weight_shape", weight_shape, a["weight_shape"])
-    check_shape("bias_shape", bias_shape, a["bias_shape"])
+    expect_shape("weight_shape", weight_shape, a["weight_shape"])
+    expect_shape("bias_shape", bias_shape, a["bias_shape"])
     check_class_name("true_class", true_class, a["true_class"])
     check_class_name("predicted_class", predicted_class, a["predicted_class"])
     for name, value in (
@@ -341,9 +334,9 @@ def check_q2_2(conv_parameters, maps_shape) -> None:
         )
     for key, (shape, count) in expected.items():
         pair = tuple(expect_sequence(f"conv_parameters[{key!r}]", conv_parameters[key], 2))
-        check_shape(f"conv_parameters[{key!r}][0]", pair[0], shape)
+        expect_shape(f"conv_parameters[{key!r}][0]", pair[0], shape)
         expect_int(f"conv_parameters[{key!r}][1]", pair[1], count)
-    check_shape("maps_shape", maps_shape, _answers()["maps_shape"])
+    expect_shape("maps_shape", maps_shape, _answers()["maps_shape"])
 
 
 def check_window_sum_function(window_sum: Callable) -> None:
@@ -721,7 +714,7 @@ def check_q3_4(
     a = _answers()
     x, vertical, _ = _edge_inputs(vertical, MISSING)
     maps = _carried_map(edges, F.conv2d(x, vertical))
-    check_shape("padded_shape", padded_shape, a["padded_shape"])
+    expect_shape("padded_shape", padded_shape, a["padded_shape"])
     padded = F.conv2d(x, vertical, padding=1)
     expect_bool(
         "padded_inside_equal",
@@ -846,7 +839,7 @@ def check_q5(counts, total_count, model_counts, row_shape, changed, at_272, at_2
     pair = tuple(expect_sequence("model_counts", model_counts, 2))
     for i, expected in enumerate(a["model_counts"]):
         expect_int(f"model_counts[{i}]", pair[i], expected)
-    check_shape("row_shape", row_shape, a["row_shape"])
+    expect_shape("row_shape", row_shape, a["row_shape"])
     expect_int("changed", changed, a["changed"])
     expect_number("at_272", at_272, a["at_272"], abs_tol=ROUNDED_TOL)
     expect_number("at_274", at_274, a["at_274"], abs_tol=ROUNDED_TOL)
