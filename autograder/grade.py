@@ -33,6 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, fields
 from pathlib import Path
 
+from autograder import warm_judge
 from autograder.judge_interface import DEFAULT_TIMEOUT, Limits
 from autograder.judge_pool import JudgePool, JudgeServer, job, stop_politely
 from autograder.namespaces import SANDBOX_USER_MODE, isolation_mode
@@ -217,7 +218,12 @@ def _run_grading(
         else:
             command = _command(runner, autograder_zip, staged, produced) + _limit_flags(limits)
             env = grading_env(threads, PWD=str(scratch))
-            proc = _run_stopping_politely(command, cwd=scratch, timeout=timeout, env=env)
+            request, cwd = None, scratch
+            if runner == "judge":  # one import of torch for the judge and the student's template
+                command, env, request, cwd = warm_judge.launch(
+                    "autograder.judge", command[3:], env, scratch
+                )
+            proc = _run_stopping_politely(command, cwd=cwd, timeout=timeout, env=env, input=request)
             code, output = proc.returncode, proc.stdout[-200_000:] + "\n" + proc.stderr[-200_000:]
     except subprocess.TimeoutExpired:
         written = _graded_results(produced / "results.json")
@@ -284,21 +290,28 @@ def _graded_results(path: Path) -> dict | None:
 
 
 def _run_stopping_politely(
-    command: list[str], cwd: Path, timeout: float, env: dict
+    command: list[str], cwd: Path, timeout: float, env: dict, input: str | None = None
 ) -> subprocess.CompletedProcess:
-    """``subprocess.run(command, capture_output=True, text=True, ...)``, but past ``timeout``
-    (seconds) the process is stopped politely (:func:`autograder.judge_pool.stop_politely`: SIGTERM,
-    and SIGKILL only a grace period later), where ``subprocess.run`` kills at once, and a judge
+    """``subprocess.run(command, input=input, capture_output=True, text=True, ...)``, but past
+    ``timeout`` (seconds) the process is stopped politely
+    (:func:`autograder.judge_pool.stop_politely`: SIGTERM, and SIGKILL only a grace period later),
+    where ``subprocess.run`` kills at once, and a judge
     killed so leaves its working folders behind.
 
     Raises:
         subprocess.TimeoutExpired: the process ran past ``timeout``.
     """
     with subprocess.Popen(
-        command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        command,
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL if input is None else subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     ) as proc:
         try:
-            stdout, stderr = proc.communicate(timeout=timeout)
+            stdout, stderr = proc.communicate(input, timeout=timeout)
         except subprocess.TimeoutExpired:
             stop_politely(proc, lambda timeout: proc.communicate(timeout=timeout))
             raise

@@ -73,3 +73,22 @@ def run_gradescope(root: str | Path = "/autograder", limits: Limits = Limits()) 
         print(f"isolation: {DESCRIPTIONS.get(mode, mode)}")
     print(results.get("output") or "")
     return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m autograder.gradescope_entry [ROOT]`` (default ``/autograder``): grade as
+    :func:`run_gradescope` does; exit status 1 on a grading error (the autograder's own fault,
+    which fails Gradescope's run, as does the missing ``results.json``), else 0."""
+    import sys
+
+    from autograder.grading_errors import cause_of
+
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) > 1:
+        raise SystemExit("usage: python -m autograder.gradescope_entry [ROOT]")
+    results = run_gradescope(argv[0] if argv else "/autograder")
+    return 1 if cause_of(results) is not None else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

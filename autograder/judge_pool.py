@@ -1,9 +1,9 @@
 """The batch's long-lived judges: one :mod:`autograder.judge_server` process per batch worker.
 
-A one-off judge (``python -m autograder.judge``) imports torch, Otter and the
-checks, and starts the warm start's template, for every submission: about 7
-CPU seconds before it grades anything, as much as a short notebook costs to
-run. In a batch, each worker thread of :func:`autograder.grade.grade_many`
+A one-off judge imports torch (once for itself and the warm start's template,
+:mod:`autograder.warm_judge`), Otter and the checks for every submission:
+about 4 CPU seconds before it grades anything, most of what a short notebook
+costs to run. In a batch, each worker thread of :func:`autograder.grade.grade_many`
 keeps one judge server instead and sends it one submission after another
 (:meth:`JudgeServer.grade`). A grading is the same either way: the server runs
 :func:`autograder.judge.grade_submission` with the same limits.
@@ -24,7 +24,6 @@ import os
 import select
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -62,20 +61,36 @@ class JudgeServer:
 
     def __init__(self, env: dict[str, str], command: list[str] | None = None):
         self.env = env
-        self.command = command or [sys.executable, "-m", "autograder.judge_server"]
+        self.command = command
         self.proc: subprocess.Popen | None = None
         self.started = 0  # how many server processes this worker has started
 
     def _start(self) -> subprocess.Popen:
+        """The server: a warm judge (:mod:`autograder.warm_judge`, one import of torch for the judge
+        and its student template) unless a stand-in command was given."""
+        from autograder import warm_judge
+
         self.started += 1
-        return subprocess.Popen(
-            self.command,
+        command, env, request, _ = (
+            (self.command, self.env, None, "/")
+            if self.command is not None
+            else warm_judge.launch("autograder.judge_server", [], self.env, "/")
+        )
+        proc = subprocess.Popen(
+            command,
             cwd="/",
-            env=self.env,
+            env=env,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,  # a job's output goes to its log file
         )
+        if request is not None:
+            try:
+                proc.stdin.write(request.encode())
+                proc.stdin.flush()
+            except BrokenPipeError:  # it ended at once: the job sent next finds it so
+                pass
+        return proc
 
     def grade(self, job: dict, timeout: float) -> int:
         """Send ``job`` (:mod:`autograder.judge_server`'s fields) and wait for it: 0 when it is

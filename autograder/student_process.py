@@ -523,11 +523,12 @@ INTERRUPT_GRACE_SECONDS = 5.0
 SINGLE_THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 
 
-def student_env(workdir: Path) -> dict[str, str]:
+def student_env(workdir: Path, judge_env: Any = None) -> dict[str, str]:
     """The student process's environment, its scratch folder ``workdir`` as home and temporary
-    folder."""
+    folder, for a judge whose environment is ``judge_env`` (default this process's)."""
+    judge_env = os.environ if judge_env is None else judge_env
     env = {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "PATH": judge_env.get("PATH", "/usr/bin:/bin"),
         "HOME": str(workdir),
         "TMPDIR": str(workdir),  # temporary files in the private folder, not the shared /tmp
         "MPLBACKEND": "Agg",
@@ -547,8 +548,8 @@ def student_env(workdir: Path) -> dict[str, str]:
         "OPENBLAS_CORETYPE",
         "OPENBLAS_L2_SIZE",
     ):
-        if key in os.environ:
-            env[key] = os.environ[key]
+        if key in judge_env:
+            env[key] = judge_env[key]
     return env
 
 

@@ -1,12 +1,15 @@
 """A warm start for the student process: a template that has imported the libraries forks it.
 
-The judge starts one **template** (``python -m autograder.zygote FD``, a fresh
-interpreter with the student process's environment), which imports torch,
-torchvision, NumPy, matplotlib (pyplot, its fonts loaded) and IPython with one
-thread, and then only forks on the judge's request. It reads nothing secret:
-it is not a fork of the judge, it never opens the autograder's files, and it
-imports no module of :data:`autograder.judge.PRIVATE_DIRS` (not even
-:mod:`autograder.judge`, which imports ``autograder.checks``).
+Each judge has one **template**, which has imported torch, torchvision, NumPy,
+matplotlib (pyplot, its fonts loaded) and IPython with one thread, and then
+only forks on the judge's request. A judge started by :mod:`autograder.warm_judge`
+forks it from itself after those imports and before it reads anything of its
+own (:meth:`Template.forked_here`), so both share one import; any other judge
+starts one (``python -m autograder.zygote FD``, a fresh interpreter with the
+student process's environment). Either way the template reads nothing secret:
+it never opens the autograder's files, and it imports no module of
+:data:`autograder.judge.PRIVATE_DIRS` (not even :mod:`autograder.judge`, which
+imports ``autograder.checks``).
 
 For each student process the judge sends, over a ``SOCK_SEQPACKET`` socket
 pair, what the cold start passes to ``subprocess.Popen`` (user, working
@@ -127,6 +130,46 @@ class Template:
         finally:
             template_end.close()
 
+    @classmethod
+    def forked_here(cls, env: dict[str, str]) -> Template:
+        """A template forked from this process, which has imported :data:`PRELOADED` here first and
+        must have read nothing secret (:mod:`autograder.warm_judge`): the judge then shares the
+        template's imported pages instead of importing torch a second time. ``env``: this
+        process's environment as it started, the template environment, which the template keeps.
+        """
+        import ctypes
+
+        _preload()
+        libc = ctypes.CDLL(None, use_errno=True)
+        judge_end, template_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        parent = os.getpid()
+        pid = os.fork()
+        if pid == 0:  # the template: what Popen(start_new_session=True, cwd="/") sets up; serve
+            try:
+                judge_end.close()
+                libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+                if os.getppid() != parent:
+                    os._exit(1)
+                os.setsid()
+                os.chdir("/")
+                devnull = os.open(os.devnull, os.O_RDWR)
+                for std in (0, 1, 2):
+                    os.dup2(devnull, std)
+                keep = template_end.fileno()
+                os.closerange(3, keep)
+                most = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+                os.closerange(keep + 1, most if most != resource.RLIM_INFINITY else 1 << 20)
+                os.environ.clear()
+                os.environ.update(env)
+                _serve(keep)
+            finally:
+                os._exit(0)
+        template_end.close()
+        template = cls.__new__(cls)
+        template.sock, template.env, template.ready = judge_end, dict(env), False
+        template.proc = Forked(pid)
+        return template
+
     def alive(self) -> bool:
         return self.proc.poll() is None
 
@@ -174,7 +217,7 @@ def start_template(env: dict[str, str]) -> None:
     """Start this process's template now, in the background, with the student process's
     environment ``env`` (its imports then overlap the judge's own work); nothing if one runs."""
     global _TEMPLATE
-    wanted = _template_env(env)
+    wanted = template_env(env)
     if os.environ.get(COLD_START_ENV) == "1" or _COLD_BECAUSE is not None:
         return
     if _TEMPLATE is not None and _TEMPLATE.alive() and _TEMPLATE.env == wanted:
@@ -209,7 +252,7 @@ def spawn_cold(channel_end: socket.socket, spec: dict, env: dict[str, str],
     a template of its own that imports nothing first (the student process imports what it needs,
     as a cold start does) and ends once it has forked. Raises ``OSError`` or ``ValueError`` when
     it cannot."""
-    template = Template(_template_env(env), preload=False)
+    template = Template(template_env(env), preload=False)
     try:
         forked = template.spawn(channel_end, spec, startup_seconds)
     finally:
@@ -245,13 +288,27 @@ def reset() -> None:
     _TEMPLATE, _COLD_BECAUSE = None, None
 
 
-def _template_env(env: dict[str, str]) -> dict[str, str]:
-    """The student's environment without its scratch folder and data folders, which the template
-    does not know and no import reads: what the interpreter reads as it starts (``PYTHONHASHSEED``)
-    and the libraries read as they load (threads, backend) is the student process's; ``HOME``
-    (matplotlib's font cache) is the judge's."""
+def template_env(env: dict[str, str], judge_env: Any = None) -> dict[str, str]:
+    """The student's environment ``env`` without its scratch folder and data folders, which the
+    template does not know and no import reads: what the interpreter reads as it starts
+    (``PYTHONHASHSEED``) and the libraries read as they load (threads, backend) is the student
+    process's; ``HOME`` (matplotlib's font cache) is the judge's (``judge_env``, default this
+    process's environment)."""
+    judge_env = os.environ if judge_env is None else judge_env
     return {**{k: v for k, v in env.items() if k not in PER_STUDENT_ENV},
-            "HOME": os.environ.get("HOME", "/")}
+            "HOME": judge_env.get("HOME", "/")}
+
+
+def fork_template_here(env: dict[str, str]) -> None:
+    """Import :data:`PRELOADED` in this process and fork its template from it
+    (:meth:`Template.forked_here`), in a process that has read nothing secret and runs with the
+    template environment ``env`` (:mod:`autograder.warm_judge`). Where the fork fails, the judge
+    starts a template of its own when it needs one, as without this."""
+    global _TEMPLATE
+    try:
+        _TEMPLATE = Template.forked_here(env)
+    except OSError:
+        _TEMPLATE = None
 
 
 def student_rlimits(sandboxed: bool, max_files: int) -> list[tuple[int, int]]:
@@ -280,11 +337,23 @@ def set_rlimits(rlimits: list[tuple[int, int]]) -> None:
 def main(fd: int, preload: bool = True) -> None:
     """The template: import (with ``preload``), say ready, then fork one student process per
     request until the judge closes the socket."""
-    import gc
+    if preload:
+        _preload()
+    _serve(fd)
+
+
+def _preload() -> None:
     import importlib
 
-    for name in PRELOADED if preload else ():
+    for name in PRELOADED:
         importlib.import_module(name)
+
+
+def _serve(fd: int) -> None:
+    """Say ready on the socket ``fd``, then fork one student process per request until the judge
+    closes it."""
+    import gc
+
     gc.collect()
     gc.freeze()  # the collector then leaves the imported objects' pages shared with the children
     sock = socket.socket(fileno=fd)

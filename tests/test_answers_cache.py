@@ -403,7 +403,7 @@ def test_the_template_does_not_receive_the_folder(monkeypatch, tmp_path):
     from autograder import student_process, zygote
 
     monkeypatch.setenv(ENV_DIR, str(tmp_path))
-    template_env = zygote._template_env(student_process.student_env(tmp_path))
+    template_env = zygote.template_env(student_process.student_env(tmp_path))
     leaked = [k for k in template_env if "ANSWERS" in k]
     assert not leaked, f"the template should not learn where the cache is, but got {leaked}"
     assert template_env["HOME"] == os.environ.get("HOME", "/")

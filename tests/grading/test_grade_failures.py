@@ -675,10 +675,16 @@ class FakeRun:
     def __init__(self, results: dict):
         self.results, self.calls = results, []
 
-    def __call__(self, command, cwd, timeout, env, **kwargs):
+    def __call__(self, command, cwd, timeout, env, input=None):
+        warm = command[2] == "autograder.warm_judge"
+        if warm:  # what the warm judge runs: its request (autograder.warm_judge)
+            request = json.loads(input)
+            command = [*command[:2], request["module"], *request["argv"]]
+            cwd, env = request["cwd"], request["env"]
         staged = Path(command[4]) if command[2] == "autograder.judge" else Path(command[-1])
         self.calls.append(
             {
+                "warm": warm,
                 "command": list(command),
                 "cwd": str(cwd),
                 "timeout": timeout,
@@ -729,6 +735,7 @@ def test_grade_one_grades_a_private_copy_and_passes_the_limits(
     assert call["timeout"] == 160.0, (
         f"the timeout should be the deadline plus {JUDGE_MARGIN:g} s: {call['timeout']}"
     )
+    assert call["warm"], "a warm judge (autograder.warm_judge) should run the judge"
     actual = (call["staged"].name, call["staged_text"], call["folder_mode"], call["folder_owner"])
     expected = ("staged-submission.ipynb", private_submission.read_text(), 0o700, os.geteuid())
     assert actual == expected, (
@@ -1373,8 +1380,9 @@ def test_results_written_before_the_timeout_are_kept(dummy_zip, tmp_path, monkey
     the submission left) are kept, and the output says the grading was stopped after writing them;
     only a judge that wrote none gives "grading took longer than..."."""
 
-    def written_then_stopped(command, cwd, timeout, env, **kwargs):
-        Path(command[5]).write_text(json.dumps(OTTER_RESULTS))
+    def written_then_stopped(command, cwd, timeout, env, input=None):
+        argv = json.loads(input)["argv"]  # a warm judge's: ZIP SUBMISSION RESULTS_JSON ...
+        Path(argv[2]).write_text(json.dumps(OTTER_RESULTS))
         raise subprocess.TimeoutExpired(command, timeout)
 
     def stopped(command, cwd, timeout, env, **kwargs):

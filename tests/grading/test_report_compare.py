@@ -231,6 +231,14 @@ def test_report_of_a_batch_none_of_which_was_graded():
     assert "<td>late</td><td class='num'>0 / 31</td><td class='tag'>not graded</td>" in page
 
 
+def test_report_of_one_graded_submission_draws_no_plot():
+    """A distribution of one score says nothing its table does not."""
+    one = Outcome("alone", scores={"q1": (3.0, 4.0)}, out_of=4.0)
+    page = render([one], "t")
+    assert "One submission was graded" in page and "<img" not in page
+    assert "<td>alone</td><td class='num'>3 / 4</td>" in page
+
+
 def test_report_escapes_names_and_messages():
     """A file name or a message is text, never markup (a student chooses both)."""
     hostile = Outcome(
