@@ -18,6 +18,7 @@ stops when the notebook, the checks or ``answers.md`` disagree with it), runs
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -241,7 +242,10 @@ def build_assignment(
     command = [sys.executable, "-m", "otter", "assign", master.name, str(dist)]
     if not run_tests:
         command.append("--no-run-tests")
-    proc = subprocess.run(command, cwd=scratch, capture_output=True, text=True)
+    # the solution runs on one thread, as graded: with torch's default threads spinning against
+    # other work on busy cores, when_it_fails' training took 18 minutes instead of one
+    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+    proc = subprocess.run(command, cwd=scratch, capture_output=True, text=True, env=env)
     if proc.returncode != 0 or not (dist / "student").is_dir():
         raise BuildError(
             f"otter assign failed for {name} (exit "

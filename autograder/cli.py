@@ -59,10 +59,10 @@ def bundled_examples(name: str) -> list[Path]:
 
 
 #: What a build prints beside its name, where its notebook runs long without printing (the
-#: ``when_it_fails`` build is silent for up to 15 minutes under load, and would look hung).
+#: ``when_it_fails`` build is silent for minutes under load, and would look hung).
 SLOW_BUILDS = {
-    "when_it_fails": "it trains its networks: under a minute on idle cores, up to 15 under load, "
-                     "silent"
+    "when_it_fails": "it trains its networks, silently: about a minute on idle cores, a few "
+                     "under load"
 }
 
 

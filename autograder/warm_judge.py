@@ -14,7 +14,8 @@ grading. Here one process imports once, then becomes both:
 3. Only then it reads its request, the first line of its standard input:
    ``{"module": M, "argv": [...], "env": {...}, "cwd": FOLDER}``, takes that
    environment and working folder and runs ``python -m M ARGV...`` in this
-   process (:data:`MODULES`: the one-off
+   process, with installed modules only on its module path (not the folder
+   it was asked to work in, which on Gradescope a student might write) (:data:`MODULES`: the one-off
    judge, the batch's judge server, Gradescope's entry point). What follows
    on standard input is the module's.
 
@@ -40,6 +41,7 @@ import json
 import os
 import runpy
 import sys
+import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -80,12 +82,12 @@ def exec_warm(module: str, argv: Sequence[str]) -> None:
     the request goes into a pipe that becomes standard input, then this process executes the warm
     judge. Returns (having changed nothing) only when the request is too long for the pipe."""
     command, env, request, cwd = launch(module, argv, os.environ, os.getcwd())
+    if request is not None and len(request.encode()) > MAX_REQUEST:
+        return
     os.chdir(cwd)
     if request is None:
         os.execve(command[0], command, env)
     data = request.encode()
-    if len(data) > MAX_REQUEST:
-        return
     read_end, write_end = os.pipe()
     os.write(write_end, data)
     os.close(write_end)
@@ -120,12 +122,17 @@ def _request(line: str) -> dict:
 def main() -> None:
     from autograder import zygote
 
+    started_in = os.getcwd()
     zygote.fork_template_here(dict(os.environ))  # before anything secret is read
     request = _request(sys.stdin.readline())
     os.environ.clear()
     os.environ.update(request["env"])
+    tempfile.tempdir = None  # found again from the judge's TMPDIR (the imports cached /tmp)
+    # the judge imports installed modules only: ``python -m`` put the folder it started in first on
+    # the module path, and the folder asked for may be one a student can write (Gradescope's)
+    if sys.path and sys.path[0] == started_in:
+        del sys.path[0]
     os.chdir(request["cwd"])
-    sys.path[0] = os.getcwd()  # as ``python -m`` started there
     sys.argv = [request["module"], *request["argv"]]
     try:
         runpy.run_module(request["module"], run_name="__main__", alter_sys=True)

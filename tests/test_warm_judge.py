@@ -22,6 +22,7 @@ import pytest
 
 from autograder import warm_judge
 from autograder.grade import grading_env
+from autograder.work_folders import WORK_FOLDER_NAME
 from autograder.zygote import COLD_START_ENV
 
 #: Bytes read from another process's memory at a time.
@@ -90,7 +91,15 @@ def test_the_template_holds_nothing_of_the_judges_request(built_where_mlps_fail,
     submission = folder / "solution.ipynb"
     shutil.copy(built_where_mlps_fail.solution, submission)
     results = folder / "results.json"
-    judge_env = grading_env(None, WARM_JUDGE_TEST=marker)
+    # on Gradescope the judge's working folder may be one a student can write: a module there named
+    # as one the judge imports as it grades must not be imported (it would run as root)
+    for name in ("otter", "nbformat", "hypothesis", "jsonschema", "pandas"):
+        (tmp_path / f"{name}.py").write_text(
+            f"open({str(tmp_path / ('imported-' + name))!r}, 'w').close()\n"
+        )
+    judge_tmp = tmp_path / "judge-tmp"  # the judge's own TMPDIR, not the template's
+    judge_tmp.mkdir()
+    judge_env = grading_env(None, WARM_JUDGE_TEST=marker, TMPDIR=str(judge_tmp))
     # the judge's working folder holds the marker's folder: the import system lists it
     command, env, request, cwd = warm_judge.launch(
         "autograder.judge",
@@ -105,13 +114,17 @@ def test_the_template_holds_nothing_of_the_judges_request(built_where_mlps_fail,
         stderr=subprocess.PIPE, text=True,
     )
     try:
-        template = _wait_for(lambda: _children(judge.pid), judge)[0]  # forked before the request
+        # forked before the request; the session leader of its own (not a library's short-lived
+        # subprocess as it loads)
+        (template,) = _wait_for(lambda: [c for c in _children(judge.pid) if os.getsid(c) == c],
+                                judge)
         judge.stdin.write(request)
         judge.stdin.close()
         judge.stdin = None  # communicate() below reads only
         # a student process forked by the template: the judge has read its request, and grades
         _wait_for(lambda: [c for c in _children(judge.pid) if _no_new_privileges(c)], judge)
-        assert _children(judge.pid)[0] == template, "the template the judge started with serves"
+        assert template in _children(judge.pid), "the template the judge started with serves"
+        assert (judge_tmp / WORK_FOLDER_NAME).is_dir(), "the judge's folders follow its TMPDIR"
         needle = marker.encode()
         # the scan can fail: the judge's own memory holds the request
         assert _written_memory_holds(judge.pid, needle), "the judge should hold its request"
@@ -127,6 +140,7 @@ def test_the_template_holds_nothing_of_the_judges_request(built_where_mlps_fail,
     assert judge.returncode == 0, err
     assert "template is not available" not in err, err
     assert "Total Score: 31 / 31" in out, out
+    assert sorted(p.name for p in tmp_path.glob("imported-*")) == [], "imported from its folder"
 
 
 def test_the_warm_judge_exits_as_the_module_does(tmp_path):
