@@ -242,9 +242,11 @@ def build_assignment(
     command = [sys.executable, "-m", "otter", "assign", master.name, str(dist)]
     if not run_tests:
         command.append("--no-run-tests")
-    # the solution runs on one thread, as graded: with torch's default threads spinning against
-    # other work on busy cores, when_it_fails' training took 18 minutes instead of one
-    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+    # the solution runs on one thread, as graded: torch's default threads spin against other work
+    # on busy cores, and training then takes many times as long
+    from autograder.student_process import SINGLE_THREAD_ENV
+
+    env = {**os.environ, **dict.fromkeys(SINGLE_THREAD_ENV, "1")}
     proc = subprocess.run(command, cwd=scratch, capture_output=True, text=True, env=env)
     if proc.returncode != 0 or not (dist / "student").is_dir():
         raise BuildError(

@@ -295,8 +295,7 @@ def _run_stopping_politely(
     """``subprocess.run(command, input=input, capture_output=True, text=True, ...)``, but past
     ``timeout`` (seconds) the process is stopped politely
     (:func:`autograder.judge_pool.stop_politely`: SIGTERM, and SIGKILL only a grace period later),
-    where ``subprocess.run`` kills at once, and a judge
-    killed so leaves its working folders behind.
+    where ``subprocess.run`` kills at once, and a judge killed so leaves its working folders behind.
 
     Raises:
         subprocess.TimeoutExpired: the process ran past ``timeout``.

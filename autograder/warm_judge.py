@@ -14,10 +14,10 @@ grading. Here one process imports once, then becomes both:
 3. Only then it reads its request, the first line of its standard input:
    ``{"module": M, "argv": [...], "env": {...}, "cwd": FOLDER}``, takes that
    environment and working folder and runs ``python -m M ARGV...`` in this
-   process, with installed modules only on its module path (not the folder
-   it was asked to work in, which on Gradescope a student might write) (:data:`MODULES`: the one-off
-   judge, the batch's judge server, Gradescope's entry point). What follows
-   on standard input is the module's.
+   process (:data:`MODULES`: the one-off judge, the batch's judge server,
+   Gradescope's entry point), with installed modules only on its module path:
+   not the folder it was asked to work in, which on Gradescope a student
+   might write. What follows on standard input is the module's.
 
 The template and every student process it forks are therefore copies of a
 process that had read nothing but the template's environment: not the
@@ -82,12 +82,12 @@ def exec_warm(module: str, argv: Sequence[str]) -> None:
     the request goes into a pipe that becomes standard input, then this process executes the warm
     judge. Returns (having changed nothing) only when the request is too long for the pipe."""
     command, env, request, cwd = launch(module, argv, os.environ, os.getcwd())
-    if request is not None and len(request.encode()) > MAX_REQUEST:
+    data = b"" if request is None else request.encode()
+    if len(data) > MAX_REQUEST:
         return
     os.chdir(cwd)
     if request is None:
         os.execve(command[0], command, env)
-    data = request.encode()
     read_end, write_end = os.pipe()
     os.write(write_end, data)
     os.close(write_end)

@@ -152,16 +152,10 @@ class Template:
                     os._exit(1)
                 os.setsid()
                 os.chdir("/")
-                devnull = os.open(os.devnull, os.O_RDWR)
-                for std in (0, 1, 2):
-                    os.dup2(devnull, std)
-                keep = template_end.fileno()
-                os.closerange(3, keep)
-                most = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-                os.closerange(keep + 1, most if most != resource.RLIM_INFINITY else 1 << 20)
+                _keep_only(template_end.fileno())
                 os.environ.clear()
                 os.environ.update(env)
-                _serve(keep)
+                _serve(template_end.fileno())
             finally:
                 os._exit(0)
         template_end.close()
@@ -437,12 +431,7 @@ def _set_up(spec: dict, channel_fd: int, control_fd: int) -> None:
     if _parent_pid(isolated) != judge:
         os._exit(1)  # the judge is not a subreaper, or has died
     os.setsid()
-    devnull = os.open(os.devnull, os.O_RDWR)
-    for std in (0, 1, 2):
-        os.dup2(devnull, std)
-    os.closerange(3, channel_fd)
-    most = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-    os.closerange(channel_fd + 1, most if most != resource.RLIM_INFINITY else 1 << 20)
+    _keep_only(channel_fd)
     os.chdir(spec["cwd"])
     os.environ.clear()
     os.environ.update(spec["env"])
@@ -481,6 +470,17 @@ def _set_up(spec: dict, channel_fd: int, control_fd: int) -> None:
         os.close(status_fd)
     libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
     set_rlimits(spec["rlimits"])
+
+
+def _keep_only(fd: int) -> None:
+    """Standard input, output and error on ``/dev/null``, and no other descriptor open but ``fd``
+    (the judge's socket or the channel): nothing of the judge's reaches the process."""
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for std in (0, 1, 2):
+        os.dup2(devnull, std)
+    os.closerange(3, fd)
+    most = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    os.closerange(fd + 1, most if most != resource.RLIM_INFINITY else 1 << 20)
 
 
 def _parent_pid(isolated: bool, status_fd: int | None = None) -> int:
