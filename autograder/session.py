@@ -313,7 +313,14 @@ class RemoteCallable(encoding.Handle):
     def __call__(self, *args, **kwargs):
         return self._call(args, kwargs, None)
 
-    def _call(self, args: tuple, kwargs: dict, torch_state: list | None):
+    def keeping(self, label: str, *args) -> tuple[Any, KeptValue | None]:
+        """``self(*args)``, and the student process keeps the result: ``(result, kept)``, ``kept``
+        being what later calls of this process may take as an argument in its place, without the
+        value crossing again (``None`` when the student process did not keep it). ``label`` names
+        it in messages (``"neigh(X_test)"``)."""
+        return self._call(args, {}, None, keep=label)
+
+    def _call(self, args: tuple, kwargs: dict, torch_state: list | None, keep: str | None = None):
         process = self._session.process
         if process.generation != self._generation or not process.alive:
             why = f" ({self._session.last_failure})" if self._session.last_failure else ""
@@ -329,6 +336,8 @@ class RemoteCallable(encoding.Handle):
             request = {"op": "call", "handle": self._handle}
             if torch_state is not None:
                 request["torch_state"] = list(torch_state)
+            if keep is not None:
+                request["keep"] = True
             header, body = process.request(
                 request, payload, self._session.call_timeout(what), what=what
             )
@@ -359,13 +368,43 @@ class RemoteCallable(encoding.Handle):
         try:
             result = tensor_payload.load(body, channel.MAX_REPLY_HEADER, channel.MAX_REPLY_TENSORS)
         except Exception as err:  # noqa: BLE001 - whatever the student process sent
-            return encoding.Opaque(f"value the judge could not read ({err})")
-        return _decoded(
-            result,
-            lambda h, label, kind: RemoteCallable(
-                self._session, h, label, kind, process.generation
-            ),
-        )
+            result = encoding.Opaque(f"value the judge could not read ({err})")
+        else:
+            result = _decoded(
+                result,
+                lambda h, label, kind: RemoteCallable(
+                    self._session, h, label, kind, process.generation
+                ),
+            )
+        if keep is None:
+            return result
+        kept = header.get("kept")
+        if type(kept) is not int:
+            return result, None
+        return result, KeptValue(self._session, kept, keep, process.generation)
+
+
+class KeptValue:
+    """A value a call returned that the student process keeps (:meth:`RemoteCallable.keeping`):
+    passed as an argument, it is that process's own object, which does not cross again. Valid only
+    in the student process that computed it: after a restart, using it raises ``StudentFailure``.
+
+    The judge checks what a kept value was when it crossed, but not that the student's code left it
+    so: a call that is given it grades on what it returns, as any call does.
+    """
+
+    def __init__(self, session: Session, handle: int, label: str, generation: int):
+        self._session, self._handle, self._generation = session, handle, generation
+        self.label = label
+
+    def __repr__(self) -> str:
+        return f"<kept {self.label}>"
+
+    @property
+    def alive(self) -> bool:
+        """Whether the student process that keeps it is still the one running."""
+        process = self._session.process
+        return process.generation == self._generation and process.alive
 
 
 def _decoded(value: Any, call, budget: encoding.Budget | None = None) -> Any:
@@ -386,6 +425,12 @@ def _decoded(value: Any, call, budget: encoding.Budget | None = None) -> Any:
 def _outgoing(value: Any) -> Any:
     """Judge-side arguments: data as is, a student's callable as its handle."""
     if isinstance(value, RemoteCallable):
+        return {"__handle__": value._handle}
+    if isinstance(value, KeptValue):
+        if not value.alive:
+            raise StudentFailure(
+                f"{value.label}, which the student process kept, is gone: it was stopped earlier"
+            )
         return {"__handle__": value._handle}
     if isinstance(value, (list, tuple)):
         return type(value)(_outgoing(v) for v in value)

@@ -12,7 +12,11 @@ notebook's support files. It talks to the judge only through the socket
 * ``get``: the encoded values of some global names (missing names say so);
 * ``kinds``: the kind of value (:func:`autograder.kinds.kind_of`) each of some global names holds;
 * ``call``: call a callable the judge holds a handle to, with arguments the
-  judge sent as data, and reply with the encoded result or the exception.
+  judge sent as data (or as handles), and reply with the encoded result or the
+  exception; with ``keep``, this process also keeps the result and replies with
+  its handle, which later calls may name as an argument instead of sending the
+  value again (the lesson's ``nb_test = neigh(X_test)``, 100 MB, computed once
+  and reused by every ``predict``, as the notebook does).
 
 Nothing here decides a score: whatever the student's code does to this
 process (replacing ``torch.allclose``, hiding tracebacks, exiting), the judge
@@ -140,20 +144,23 @@ def main(fd: int) -> None:
             func = handles.get(int(request["handle"]))
             try:
                 args, kwargs = tensor_payload.load(payload)
+                # only what the judge sent as data is fingerprinted: it holds its own copy of that,
+                # and no copy of what this process keeps
+                sent = {i for i, a in enumerate(args) if not _is_reference(a)}
                 args = [_resolve(a, handles) for a in args]
-                before = _fingerprints(args, kwargs)
+                before = _fingerprints(args, kwargs, sent)
                 with _in_torch_state(request.get("torch_state")):
                     result = func(*args, **kwargs)
                 changed = [
                     key
-                    for key, print_ in _fingerprints(args, kwargs).items()
+                    for key, print_ in _fingerprints(args, kwargs, sent).items()
                     if before.get(key) != print_
                 ]
-                channel.send(
-                    sock,
-                    {"op": "result", "mutated": changed},
-                    tensor_payload.dump(encoding.encode(result, handles)),
-                )
+                reply = {"op": "result", "mutated": changed}
+                if request.get("keep") is True:
+                    handles[id(result)] = result
+                    reply["kept"] = id(result)
+                channel.send(sock, reply, tensor_payload.dump(encoding.encode(result, handles)))
             except BaseException as err:  # noqa: BLE001 - the student's function may raise anything
                 message = str(err)[:2000]
                 channel.send(
@@ -238,17 +245,19 @@ def _in_torch_state(state):
         torch.set_default_dtype(dtype)
 
 
-def _fingerprints(args, kwargs) -> dict:
+def _fingerprints(args, kwargs, positions=None) -> dict:
     """A checksum of each tensor or array argument (by position, or by name for a keyword), its
     shape, dtype and bytes (CRC-32: tens of milliseconds for a training set of 150 MB): which of
     them the call changed in place is told back to the judge, whose own copies the call never
     touches, so a function that writes into its input cannot pass a check that compares the
-    input with itself)."""
+    input with itself). ``positions``: the positional arguments to fingerprint (default all)."""
     import numpy as np
     import torch
 
     prints = {}
     for key, value in [*enumerate(args), *kwargs.items()]:
+        if positions is not None and isinstance(key, int) and key not in positions:
+            continue
         try:
             if isinstance(value, torch.Tensor):
                 data = value.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy()
@@ -262,9 +271,14 @@ def _fingerprints(args, kwargs) -> dict:
     return prints
 
 
+def _is_reference(arg) -> bool:
+    return isinstance(arg, dict) and arg.get("__handle__") is not None
+
+
 def _resolve(arg, handles):
-    """An argument the judge sent as a handle reference becomes the student's own callable."""
-    if isinstance(arg, dict) and arg.get("__handle__") is not None:
+    """An argument the judge sent as a handle reference becomes the student's own callable, or the
+    value this process kept."""
+    if _is_reference(arg):
         return handles[int(arg["__handle__"])]
     return arg
 

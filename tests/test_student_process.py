@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from autograder import (
     control_groups,
@@ -180,6 +181,42 @@ def test_what_functions_return_is_collected_before_it_piles_up(tmp_path, monkeyp
         assert len(collected) == 2, (
             f"7 returns of 1 MB: collected after the 4th and the 7th, not {len(collected)} times"
         )
+    finally:
+        session.process.stop()
+
+
+def test_a_kept_result_is_the_student_processs_own_object_in_later_calls(tmp_path):
+    """A result the student process kept (``keeping``) is passed to later calls as that process's
+    own object, not sent again: a function that adds 1 to its argument in place sees its own
+    earlier change. Only arguments the judge sent are reported as changed in place (the judge holds
+    no copy of a kept value), and a kept value dies with its student process."""
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    cells = [
+        "import numpy as np\n"
+        "def make(n):\n    return np.arange(n, dtype=float)\n"
+        "def bump(a):\n    a += 1\n    return float(a.sum())"
+    ]
+    session = Session(workdir, cells, Limits(), None, time.monotonic() + 120, seed=SEED)
+    try:
+        session.run_all()
+        values = session.values(["make", "bump"])
+        make, bump = values["make"], values["bump"]
+        actual, kept = make.keeping("make(4)", 4)
+        np.testing.assert_array_equal(actual, [0.0, 1.0, 2.0, 3.0])
+        assert repr(kept) == "<kept make(4)>", repr(kept)
+        # 0+1+2+3 plus 4 ones, then 4 more: the same object both times
+        assert [bump(kept), bump(kept)] == [10.0, 14.0]
+        assert bump.mutated_arguments == [], bump.mutated_arguments
+        sent = torch.arange(4, dtype=torch.float64)
+        assert bump(sent) == 10.0
+        assert bump.mutated_arguments == [0], "an argument the judge sent is reported as changed"
+        assert sent.tolist() == [0.0, 1.0, 2.0, 3.0], "the judge's own copy is untouched"
+        session.rebuild()  # a fresh student process, the notebook replayed
+        assert not kept.alive
+        bump = session.values(["bump"])["bump"]
+        with pytest.raises(StudentFailure, match=r"make\(4\), which the student process kept, is"):
+            bump(kept)
     finally:
         session.process.stop()
 

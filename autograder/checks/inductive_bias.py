@@ -83,6 +83,7 @@ import torch
 
 from autograder.checks import (
     CheckFailure,
+    _identity,
     describe_type,
     expect_array,
     expect_callable,
@@ -90,6 +91,7 @@ from autograder.checks import (
     expect_number,
     expect_type,
     once,
+    per_grading,
 )
 from autograder.checks.properties import given, run_property, st
 
@@ -163,6 +165,24 @@ def call(name: str, adapter: Any, func: Any, *args: Any) -> Any:
     if result is None or result is Ellipsis:
         raise CheckFailure(f"`{shown}` returned {result!r}: does `{name}` end with a `return`?")
     return result
+
+
+def call_keeping(name: str, label: str, adapter: Any, func: Any, *args: Any) -> tuple[Any, Any]:
+    """:func:`call`, and the student process keeps the result: ``(result, kept)``, ``kept`` being
+    what later calls take in its place (:meth:`autograder.session.RemoteCallable.keeping`, named
+    ``label``), or the result itself when ``adapter`` runs here (the checks' own tests)."""
+    keeping = getattr(adapter, "keeping", None)
+    if keeping is None:
+        result = call(name, adapter, func, *args)
+        return result, result
+    kept = None
+
+    def adapter_keeping(func, *args):
+        nonlocal kept
+        result, kept = keeping(label, func, *args)
+        return result
+
+    return call(name, adapter_keeping, func, *args), kept
 
 
 def _close(actual: np.ndarray, expected: np.ndarray, tol: float) -> bool:
@@ -281,6 +301,12 @@ def _raise(failure: CheckFailure | None) -> None:
         raise CheckFailure(str(failure))
 
 
+#: ``neigh(X_test)`` as the student's ``neigh`` computed it when q2 checked it, kept by the student
+#: process (:func:`call_keeping`), by the identities of ``neigh`` and ``call_with_arrays``: q5 gives
+#: it to ``predict`` as the notebook's learning curves give ``nb_test``.
+_NB_TEST: dict[tuple, Any] = per_grading({})
+
+
 def _neigh_failure(neigh: Any, call_with_arrays: Any) -> CheckFailure | None:
     """q2's verdict on ``neigh``, decided once per grading (:func:`autograder.checks.once`)."""
     return once(
@@ -318,14 +344,15 @@ def _neigh_property(neigh: Any, call_with_arrays: Any) -> None:
 
     run_property(matches_reference)
     for shown, x in _lesson_inputs():
-        got = expect_array(
-            f"neigh({shown})", call("neigh", call_with_arrays, neigh, x), (len(x), 256, 25)
-        )
+        got, kept = call_keeping("neigh", f"neigh({shown})", call_with_arrays, neigh, x)
+        got = expect_array(f"neigh({shown})", got, (len(x), 256, 25))
         if not np.array_equal(got, ib.neigh(x)):
             raise CheckFailure(
                 f"`neigh({shown})` is wrong on the lesson's own crops (the property test's random "
                 "arrays are not the only inputs it is checked on)."
             )
+        if shown == "X_test":
+            _NB_TEST[_identity(neigh), _identity(call_with_arrays)] = kept
 
 
 # ---------------------------------------------------------------- q3: equivariant target
@@ -595,7 +622,9 @@ def _own_gap_agrees(gap: float, target: Any, adapter: Any, tol: float) -> bool:
 # ---------------------------------------------------------------- q5: fit and predict
 
 
-def _fit_predict(fit, predict, adapter, model, X, Y, Xnew):
+def _fit_predict(fit, predict, adapter, model, X, Y, Xnew, nb=None):
+    """``predict(model, fit(model, X, Y), Xnew)``, with ``nb`` (``neigh(Xnew)``) as predict's
+    fourth argument when given."""
     params = call(f"fit('{model}', X, Y)", adapter, fit, model, X, Y)
     if not isinstance(params, np.ndarray):
         raise CheckFailure(
@@ -605,7 +634,10 @@ def _fit_predict(fit, predict, adapter, model, X, Y, Xnew):
     # finite numbers (complex for shared16's spectrum): a fit that returns NaN and keeps the real
     # parameters in a global for its predict makes every comparison with a NaN difference false
     params = expect_array(f"fit('{model}', X, Y)", params, complex_ok=True)
-    got = call(f"predict('{model}', params, X)", adapter, predict, model, params, Xnew)
+    if nb is None:
+        got = call(f"predict('{model}', params, X)", adapter, predict, model, params, Xnew)
+    else:
+        got = call(f"predict('{model}', params, X, nb)", adapter, predict, model, params, Xnew, nb)
     shown = f"predict('{model}', fit('{model}', X, Y), X_new) with X of shape {X.shape}"
     return expect_array(shown, got, Xnew.shape), shown, params
 
@@ -812,9 +844,13 @@ def _lesson_cells(fit: Callable, predict: Callable, adapter: Any, neigh: Any) ->
     ``predict``.
 
     The exact arrays the article's loop fits (the first n of seed 0's 1,024 crops, each target plus
-    seed 0's noise) and predicts (``X_test``), scored with the reference's relative error against
-    the reference's cells (:func:`_cells_agree`). The conv and local models only when ``neigh``
-    passed q2 (built on the student's own ``neigh``, they are graded on the property tests alone).
+    seed 0's noise) and predicts (``X_test``, with ``nb_test``), scored with the reference's
+    relative error against the reference's cells (:func:`_cells_agree`). The conv and local models
+    only when ``neigh`` passed q2 (built on the student's own ``neigh``, they are graded on the
+    property tests alone); they then predict as the notebook's loop does, from ``nb_test``: the
+    ``neigh(X_test)`` q2 checked, which the student process kept (:data:`_NB_TEST`), so that 24
+    calls do not each compute 100 MB of neighbourhoods again. The property tests check ``predict``
+    without ``nb``, and that it uses a given one.
     """
     ib = _ref()
     rng = np.random.default_rng(0)
@@ -822,23 +858,31 @@ def _lesson_cells(fit: Callable, predict: Callable, adapter: Any, neigh: Any) ->
     noise = ib.noise_sd() * rng.standard_normal(x_tr.shape)
     x_test = ib.test_crops()
     expected = ib.learning_curves(seeds=(0,)).errors
-    models = MODELS if _neigh_failure(neigh, adapter) is None else ("shared16", "full")
+    neigh_passed = _neigh_failure(neigh, adapter) is None
+    models = MODELS if neigh_passed else ("shared16", "full")
+    nb_test = _NB_TEST.get((_identity(neigh), _identity(adapter))) if neigh_passed else None
+    if getattr(nb_test, "alive", True) is False:  # the student process was restarted since
+        nb_test = None
     for t_i, (t, target) in enumerate(_reference_targets()):
         y_tr, y_test = target(x_tr) + noise, target(x_test)
         for m in models:
             m_i = MODELS.index(m)
+            nb = nb_test if m in ("conv", "local5") else None
             for k, n in enumerate(ib.SIZES):
-                got, shown, _ = _fit_predict(fit, predict, adapter, m, x_tr[:n], y_tr[:n], x_test)
+                got, shown, _ = _fit_predict(
+                    fit, predict, adapter, m, x_tr[:n], y_tr[:n], x_test, nb
+                )
                 cell = np.full((1, 1, 1, 1), ib.relative_error(got, y_test))
                 if _cells_agree(
                     cell, expected[t_i : t_i + 1, m_i : m_i + 1, k : k + 1], (n,), models=(m,)
                 ):
+                    given = "" if nb is None else ", nb_test"
                     raise CheckFailure(
-                        f"`predict('{m}', fit('{m}', X, Y), X_test)` is not the least-squares "
-                        f"prediction on the learning curves' own inputs (X the first {n} of "
-                        f"crops(1024, np.random.default_rng(0)), Y its {t} target plus seed 0's "
-                        "noise); the property test's random crops are not the only inputs it is "
-                        "checked on."
+                        f"`predict('{m}', fit('{m}', X, Y), X_test{given})` is not the "
+                        "least-squares prediction on the learning curves' own inputs (X the first "
+                        f"{n} of crops(1024, np.random.default_rng(0)), Y its {t} target plus seed "
+                        "0's noise); the property test's random crops are not the only inputs it "
+                        "is checked on."
                     )
 
 
