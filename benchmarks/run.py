@@ -452,10 +452,9 @@ def least_cpu(runs: list[tuple[Run, str]]) -> tuple[Run, str]:
     """Of repeated runs of one command, the one that used the fewest CPU seconds (its memory and
     outcome with it); a run that failed is returned instead, so a failure is never hidden.
 
-    Other work on this shared machine only ever adds to a run's CPU seconds (caches and memory
-    bandwidth shared with it): the least of a few runs is the nearest to the run's own cost, as
-    ``timeit`` takes the least of its repeats. One run of the same grading varied by about a
-    quarter from one hour to the next.
+    Other work on a shared machine only ever adds to a run's CPU seconds (caches and memory
+    bandwidth shared with it), by up to about a quarter here: the least of a few runs is the
+    nearest to the run's own cost, as ``timeit`` takes the least of its repeats.
     """
     failed = [r for r in runs if r[0].exit != 0]
     return failed[0] if failed else min(runs, key=lambda r: r[0].cpu)
@@ -475,8 +474,8 @@ def bench_assignment(
     notebook = plain_notebook(solution, run_dir / "plain.ipynb")
     env = run_env(one_thread=True)
     rows = {}
-    # repeated too: a first read of torch's files after they left the page cache is charged to the
-    # run that reads them (188 MB once), which would make every other row's "above" too small
+    # repeated too: a read of torch's files that are not in the page cache is charged to the run
+    # that reads them (about 190 MB), which would make every other row's "above" too small
     rows["import torch, torchvision"] = least_cpu(
         [
             (measure([PYTHON, "-c", "import torch, torchvision"], env=env, pss=pss), "")
